@@ -1,0 +1,320 @@
+// apps/launch/supervisor.cpp: see supervisor.h.
+//
+// One thread does everything: poll() on every rank's stdout and stderr pipes plus a wake-up pipe
+// (poked by signal handlers), then waitpid(WNOHANG) on each running rank. Each rank runs in its own
+// process group, so a signal reaches whatever it started too, and with PR_SET_PDEATHSIG so it dies
+// if launch itself is killed.
+#include "apps/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <sstream>
+
+extern char** environ;
+
+namespace engine::launch {
+namespace {
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Writes all of `s` to fd; gives up silently if the reader has gone (EPIPE).
+void write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EAGAIN) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+    } else if (!(n < 0 && errno == EINTR)) {
+      return;
+    }
+  }
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + "); exit code " +
+           std::to_string(128 + sig);
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code_of(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+// Runs in the child between fork and exec: async-signal-safe calls only.
+[[noreturn]] void exec_child(pid_t parent, int out_w, int err_w, char* const argv[],
+                             char* const envp[]) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(128 + SIGKILL);  // launch died before prctl took effect
+  if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0) _exit(127);
+  // Dispositions launch set (SIG_IGN survives exec) and its signal mask must not leak into ranks.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execvpe(argv[0], argv, envp);
+  const int err = errno;
+  const char* parts[] = {"launch: cannot run '", argv[0], "': ", strerror(err), "\n"};
+  for (const char* p : parts) {
+    if (::write(STDERR_FILENO, p, strlen(p)) < 0) break;
+  }
+  _exit(127);
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+Supervisor::Supervisor(LaunchOptions opts, int out_fd, int err_fd)
+    : opts_(std::move(opts)), out_fd_(out_fd), err_fd_(err_fd) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error(std::string("launch: pipe: ") + strerror(errno));
+  wake_r_ = fds[0];
+  wake_w_ = fds[1];
+}
+
+Supervisor::~Supervisor() {
+  // Only reached with ranks alive if run() threw: leave nothing behind.
+  for (Rank& r : ranks_) {
+    if (r.running) {
+      ::kill(-r.pid, SIGKILL);
+      ::waitpid(r.pid, nullptr, 0);
+    }
+    close_fd(r.out_fd);
+    close_fd(r.err_fd);
+  }
+  close_fd(wake_r_);
+  close_fd(wake_w_);
+}
+
+void Supervisor::wake() noexcept {
+  const char b = 1;
+  const int saved = errno;
+  (void)!::write(wake_w_, &b, 1);  // full pipe: a wake-up is pending anyway
+  errno = saved;
+}
+
+void Supervisor::request_stop(int sig) noexcept {
+  stop_signal_.store(sig);
+  stop_requests_.fetch_add(1);
+  wake();
+}
+
+void Supervisor::note(const std::string& line) {
+  write_all(err_fd_, "launch: " + line + "\n");
+}
+
+void Supervisor::spawn(Rank& r, const std::vector<std::string>& env_in) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error(strerror(errno));
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    throw std::runtime_error(strerror(e));
+  }
+  std::vector<std::string> args = opts_.command, env = env_in;
+  std::vector<char*> argv = c_strings(args), envp = c_strings(env);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) exec_child(parent, out[1], err[1], argv.data(), envp.data());
+  const int fork_errno = errno;
+  ::close(out[1]);
+  ::close(err[1]);
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    throw std::runtime_error(std::string("fork: ") + strerror(fork_errno));
+  }
+  setpgid(pid, pid);  // also done by the child: whichever runs first wins the race
+  r.pid = pid;
+  r.running = true;
+  r.out_fd = out[0];
+  r.err_fd = err[0];
+  fcntl(r.out_fd, F_SETFL, O_NONBLOCK);
+  fcntl(r.err_fd, F_SETFL, O_NONBLOCK);
+}
+
+void Supervisor::signal_all(int sig) {
+  for (const Rank& r : ranks_)
+    if (r.running) ::kill(-r.pid, sig);
+}
+
+void Supervisor::begin_stop(int sig, const std::string& why) {
+  if (!why.empty()) note(why);
+  signal_all(sig);
+  if (!stopping_) {
+    stopping_ = true;
+    kill_at_ = now_s() + opts_.grace_s;
+  }
+}
+
+void Supervisor::read_from(int& fd, LinePrefixer& lp, std::string& sink) {
+  char buf[65536];
+  for (int reads = 0; reads < 16; ++reads) {  // bounded: one busy rank must not starve the rest
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      lp.feed(std::string_view(buf, static_cast<size_t>(n)), sink);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;
+    } else {  // end of stream (or a read error, treated alike)
+      lp.flush(sink);
+      close_fd(fd);
+      return;
+    }
+  }
+}
+
+void Supervisor::pump(int timeout_ms) {
+  std::vector<pollfd> fds{{wake_r_, POLLIN, 0}};
+  for (const Rank& r : ranks_) {
+    if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0});
+    if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0});
+  }
+  if (::poll(fds.data(), fds.size(), timeout_ms) < 0) return;  // EINTR: the caller loops
+  char drain[256];
+  while (::read(wake_r_, drain, sizeof drain) > 0) {
+  }
+  std::string out, err;
+  for (Rank& r : ranks_) {
+    for (const pollfd& p : fds) {
+      if (p.revents == 0) continue;
+      if (p.fd == r.out_fd) read_from(r.out_fd, r.out, out);
+      if (p.fd == r.err_fd) read_from(r.err_fd, r.err, err);
+    }
+  }
+  if (!out.empty()) write_all(out_fd_, out);
+  if (!err.empty()) write_all(err_fd_, err);
+}
+
+void Supervisor::reap() {
+  for (Rank& r : ranks_) {
+    if (!r.running) continue;
+    int status = 0;
+    const pid_t got = ::waitpid(r.pid, &status, WNOHANG);
+    if (got != r.pid) continue;
+    r.running = false;
+    // What it wrote before exiting is all in its pipes now: print it before any note about it.
+    std::string out, err;
+    if (r.out_fd >= 0) read_from(r.out_fd, r.out, out);
+    if (r.err_fd >= 0) read_from(r.err_fd, r.err, err);
+    write_all(out_fd_, out);
+    write_all(err_fd_, err);
+    if (exit_code_of(status) == 0 || failed_) continue;
+    if (stop_requests_seen_ > 0) continue;  // stopping on launch's own signal: not a failure
+    failed_ = true;
+    exit_code_ = exit_code_of(status);
+    begin_stop(SIGTERM, "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " +
+                            describe_exit(status) + "; stopping the other ranks");
+  }
+}
+
+bool Supervisor::any_running() const {
+  for (const Rank& r : ranks_)
+    if (r.running) return true;
+  return false;
+}
+
+bool Supervisor::any_pipe_open() const {
+  for (const Rank& r : ranks_)
+    if (r.out_fd >= 0 || r.err_fd >= 0) return true;
+  return false;
+}
+
+int Supervisor::run() {
+  const JobShape& job = opts_.job;
+  std::vector<std::string> base;
+  for (char** e = environ; *e != nullptr; ++e) base.emplace_back(*e);
+  const int cores = usable_cores();
+  ranks_.reserve(job.nproc_per_node);
+  for (int local = 0; local < job.nproc_per_node; ++local) {
+    ranks_.emplace_back(job.node_rank * job.nproc_per_node + local);
+    try {
+      spawn(ranks_.back(), rank_environment(job, local, cores, base));
+    } catch (const std::exception& e) {
+      failed_ = true;
+      exit_code_ = 1;
+      begin_stop(SIGTERM, "cannot start rank " + std::to_string(ranks_.back().rank) + ": " +
+                              e.what() + "; stopping the other ranks");
+      break;
+    }
+  }
+
+  while (any_running()) {
+    int timeout_ms = 100;  // backstop: a SIGCHLD handler is optional
+    if (stopping_ && !killed_)
+      timeout_ms = std::max(0, std::min(timeout_ms, static_cast<int>((kill_at_ - now_s()) * 1000)));
+    pump(timeout_ms);
+    const int requests = stop_requests_.load();
+    if (requests > stop_requests_seen_) {
+      const int sig = stop_signal_.load();
+      if (stop_requests_seen_ == 0 && !failed_) exit_code_ = 128 + sig;
+      if (stop_requests_seen_ > 0 || stopping_) {
+        killed_ = true;
+        signal_all(SIGKILL);
+      } else {
+        begin_stop(sig, std::string("got signal ") + std::to_string(sig) + " (" + strsignal(sig) +
+                            "); forwarding it to the ranks");
+      }
+      stop_requests_seen_ = requests;
+    }
+    reap();
+    if (stopping_ && !killed_ && now_s() >= kill_at_ && any_running()) {
+      std::ostringstream msg;
+      msg << "ranks still running " << opts_.grace_s
+          << " s after being told to stop; sending SIGKILL";
+      note(msg.str());
+      killed_ = true;
+      signal_all(SIGKILL);
+    }
+  }
+
+  // Every rank has exited. Whatever they left in their process groups goes too, and then the
+  // pipes reach end of stream (bounded, in case a straggler left its group). A group id is not
+  // reused while the group has members, so this reaches only our ranks' leftovers.
+  for (const Rank& r : ranks_)
+    if (r.pid > 0) ::kill(-r.pid, SIGKILL);
+  const double drain_until = now_s() + 1.0;
+  while (any_pipe_open() && now_s() < drain_until) pump(50);
+  std::string out, err;
+  for (Rank& r : ranks_) {
+    if (r.out_fd >= 0) r.out.flush(out);
+    if (r.err_fd >= 0) r.err.flush(err);
+    close_fd(r.out_fd);
+    close_fd(r.err_fd);
+  }
+  write_all(out_fd_, out);
+  write_all(err_fd_, err);
+  return exit_code_;
+}
+
+}  // namespace engine::launch

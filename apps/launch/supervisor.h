@@ -1,0 +1,78 @@
+// apps/launch/supervisor.h: starts a job's local ranks and watches them until the job ends:
+// prefixed output, the first failure stops the rest, signals are forwarded, every child is reaped.
+#pragma once
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "apps/launch/line_prefixer.h"
+#include "apps/launch/rank_env.h"
+
+namespace engine::launch {
+
+struct LaunchOptions {
+  JobShape job;
+  std::vector<std::string> command;  // program and its arguments, run once per local rank
+  double grace_s = 5.0;              // SIGTERM -> SIGKILL delay when stopping ranks
+};
+
+class Supervisor {
+ public:
+  // Ranks' output goes to out_fd (their stdout) and err_fd (their stderr); so do launch's notes
+  // (to err_fd).
+  explicit Supervisor(LaunchOptions opts, int out_fd = STDOUT_FILENO, int err_fd = STDERR_FILENO);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Starts the ranks and returns when all have been reaped. The result is launch's exit code:
+  // 0 if every rank exited 0; else the code of the first rank that failed (128 + signal number
+  // for a rank killed by a signal); else 128 + sig after request_stop(sig).
+  int run();
+
+  // Async-signal-safe. Forwards `sig` to every rank, then SIGKILL after the grace period. A
+  // request while ranks are already being stopped (a second Ctrl-C) sends SIGKILL at once.
+  void request_stop(int sig) noexcept;
+  // Async-signal-safe: a rank may have exited (call it from a SIGCHLD handler).
+  void wake() noexcept;
+
+ private:
+  struct Rank {
+    int rank = 0;
+    pid_t pid = -1;  // also its process group id
+    bool running = false;
+    int out_fd = -1, err_fd = -1;  // read ends of its stdout and stderr pipes
+    LinePrefixer out, err;
+    explicit Rank(int r) : rank(r), out(prefix(r)), err(prefix(r)) {}
+    static std::string prefix(int r) { return "[rank " + std::to_string(r) + "] "; }
+  };
+
+  void spawn(Rank& r, const std::vector<std::string>& env);
+  void pump(int timeout_ms);  // waits up to timeout_ms for output or a wake-up, forwards output
+  // Reads fd until it would block, appending prefixed lines to sink; closes it at end of stream.
+  void read_from(int& fd, LinePrefixer& lp, std::string& sink);
+  void reap();
+  void begin_stop(int sig, const std::string& why);
+  void signal_all(int sig);
+  void note(const std::string& line);
+  bool any_running() const;
+  bool any_pipe_open() const;
+
+  LaunchOptions opts_;
+  int out_fd_, err_fd_;
+  int wake_r_ = -1, wake_w_ = -1;
+  std::atomic<int> stop_requests_{0};
+  std::atomic<int> stop_signal_{0};
+  int stop_requests_seen_ = 0;
+  std::vector<Rank> ranks_;
+  int exit_code_ = 0;
+  bool failed_ = false;    // a rank failed: exit_code_ is its code
+  bool stopping_ = false;  // SIGTERM (or the forwarded signal) sent; SIGKILL at kill_at_
+  bool killed_ = false;    // SIGKILL sent
+  double kill_at_ = 0;
+};
+
+}  // namespace engine::launch

@@ -1,0 +1,425 @@
+// comm/communicator.cpp: the Communicator's execution (inline or on the communication thread, in
+// call order), point-to-point messages and the Tensor overloads. The algorithms live in
+// collectives_ring.cpp, collectives_chain.cpp and collectives_direct.cpp.
+#include "comm/communicator.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace engine::comm {
+
+// ---------------------------------------------------------------------------------------------
+// Work
+
+struct Work::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr err;
+  // Point-to-point work is a transport request that wait() drives.
+  std::shared_ptr<Transport> transport;
+  RequestPtr req;
+  Millis timeout{0};
+
+  void finish(std::exception_ptr e) {
+    {
+      std::lock_guard lk(mu);
+      done = true;
+      err = e;
+    }
+    cv.notify_all();
+  }
+};
+
+void Work::wait() {
+  ENGINE_CHECK(st_, "Work::wait on an empty Work");
+  if (st_->req) {
+    {
+      std::lock_guard lk(st_->mu);
+      if (st_->done) {
+        if (st_->err) std::rethrow_exception(st_->err);
+        return;
+      }
+    }
+    try {
+      st_->transport->wait(st_->req, Deadline::after(st_->timeout));
+      st_->finish(nullptr);
+    } catch (...) {
+      st_->finish(std::current_exception());
+      throw;
+    }
+    return;
+  }
+  std::unique_lock lk(st_->mu);
+  st_->cv.wait(lk, [&] { return st_->done; });
+  if (st_->err) std::rethrow_exception(st_->err);
+}
+
+bool Work::completed() const {
+  if (!st_) return false;
+  if (st_->req) return st_->transport->test(st_->req);
+  std::lock_guard lk(st_->mu);
+  return st_->done;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution
+
+namespace {
+thread_local const Communicator* tl_executing = nullptr;
+
+struct ExecutingScope {
+  const Communicator* prev;
+  explicit ExecutingScope(const Communicator* c) : prev(tl_executing) { tl_executing = c; }
+  ~ExecutingScope() { tl_executing = prev; }
+};
+}  // namespace
+
+Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions opts,
+                           std::shared_ptr<Store> store)
+    : transport_(std::move(transport)),
+      opts_(opts),
+      store_(std::move(store)),
+      p2p_sent_(transport_->world(), 0),
+      p2p_recvd_(transport_->world(), 0) {
+  set_segment_bytes(opts_.segment_bytes);
+}
+
+Communicator::~Communicator() {
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<Work::State>>> left;
+  {
+    std::lock_guard lk(qmu_);
+    stop_ = true;
+    left.swap(queue_);
+    if (busy_ || !left.empty())
+      transport_->abort("rank " + std::to_string(rank()) +
+                        " destroyed its communicator with collectives still running");
+  }
+  qcv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  for (auto& [fn, st] : left)
+    st->finish(
+        std::make_exception_ptr(Error("communicator destroyed before this queued collective ran")));
+}
+
+void Communicator::set_segment_bytes(size_t nbytes) {
+  ENGINE_CHECK(nbytes >= 8, "segment size must be at least 8 bytes, got ", nbytes);
+  opts_.segment_bytes = nbytes;
+}
+
+size_t Communicator::segment_count(DType dt) const {
+  return std::max<size_t>(1, opts_.segment_bytes / dtype_size(dt));
+}
+
+void Communicator::run(const std::function<void()>& fn) {
+  auto guarded = [&] {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      // Whatever failed mid-collective leaves peers mid-collective too: break the communicator so
+      // that they fail now, not at their timeout.
+      transport_->abort(e.what());
+      throw;
+    }
+  };
+  if (tl_executing == this) {
+    guarded();
+    return;
+  }
+  bool inline_run = false;
+  {
+    std::lock_guard lk(qmu_);
+    if (!busy_ && queue_.empty()) busy_ = inline_run = true;
+  }
+  if (!inline_run) {
+    enqueue(fn).wait();
+    return;
+  }
+  ExecutingScope scope(this);
+  try {
+    guarded();
+  } catch (...) {
+    std::lock_guard lk(qmu_);
+    busy_ = false;
+    qcv_.notify_all();
+    throw;
+  }
+  std::lock_guard lk(qmu_);
+  busy_ = false;
+  qcv_.notify_all();
+}
+
+Work Communicator::enqueue(std::function<void()> fn) {
+  Work w;
+  w.st_ = std::make_shared<Work::State>();
+  std::lock_guard lk(qmu_);
+  ENGINE_CHECK(!stop_, "communicator is being destroyed");
+  queue_.emplace_back(
+      [this, fn = std::move(fn)] {
+        try {
+          fn();
+        } catch (const std::exception& e) {
+          transport_->abort(e.what());
+          throw;
+        }
+      },
+      w.st_);
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  qcv_.notify_all();
+  return w;
+}
+
+void Communicator::worker_loop() {
+  ExecutingScope scope(this);
+  while (true) {
+    std::unique_lock lk(qmu_);
+    qcv_.wait(lk, [&] { return stop_ || (!queue_.empty() && !busy_); });
+    if (stop_) return;
+    auto [fn, st] = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lk.unlock();
+    std::exception_ptr err;
+    try {
+      fn();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lk.lock();
+    busy_ = false;
+    lk.unlock();
+    qcv_.notify_all();
+    st->finish(err);
+  }
+}
+
+Work Communicator::submit(std::function<void(Communicator&)> fn) {
+  return enqueue([this, fn = std::move(fn)] { fn(*this); });
+}
+
+Fingerprint Communicator::begin(CollOp op, size_t count, DType dtype, ReduceOp redop, int root) {
+  Fingerprint f;
+  f.seq = ++seq_;
+  f.op = op;
+  f.count = count;
+  f.dtype = dtype;
+  f.redop = redop;
+  f.root = root;
+  return f;
+}
+
+void Communicator::check_root(int root, const char* what) const {
+  ENGINE_CHECK(root >= 0 && root < size(), what, ": root ", root, " is not a rank of this job (",
+               size(), " ranks)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public collectives on raw buffers
+
+void Communicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
+  check_reduce_supported(dtype, op);
+  run([&] { do_all_reduce(data, count, dtype, op); });
+}
+
+void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
+  check_root(root, "broadcast");
+  run([&] { do_broadcast(data, count, dtype, root); });
+}
+
+void Communicator::reduce(void* data, size_t count, DType dtype, ReduceOp op, int root) {
+  check_root(root, "reduce");
+  check_reduce_supported(dtype, op);
+  run([&] { do_reduce(data, count, dtype, op, root); });
+}
+
+void Communicator::all_gather(const void* in, void* out, size_t count, DType dtype) {
+  run([&] { do_all_gather(in, out, count, dtype); });
+}
+
+void Communicator::gather(const void* in, void* out, size_t count, DType dtype, int root) {
+  check_root(root, "gather");
+  ENGINE_CHECK(rank() != root || out || count == 0, "gather: the root needs an output buffer");
+  run([&] { do_gather(in, out, count, dtype, root); });
+}
+
+void Communicator::scatter(const void* in, void* out, size_t count, DType dtype, int root) {
+  check_root(root, "scatter");
+  ENGINE_CHECK(rank() != root || in || count == 0, "scatter: the root needs an input buffer");
+  run([&] { do_scatter(in, out, count, dtype, root); });
+}
+
+void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
+                                  ReduceOp op) {
+  check_reduce_supported(dtype, op);
+  run([&] { do_reduce_scatter(in, out, count, dtype, op); });
+}
+
+void Communicator::barrier() {
+  run([&] { do_barrier(); });
+}
+
+Work Communicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
+  check_reduce_supported(dtype, op);
+  return enqueue([=, this] { do_all_reduce(data, count, dtype, op); });
+}
+
+Work Communicator::broadcast_async(void* data, size_t count, DType dtype, int root) {
+  check_root(root, "broadcast");
+  return enqueue([=, this] { do_broadcast(data, count, dtype, root); });
+}
+
+Work Communicator::reduce_async(void* data, size_t count, DType dtype, ReduceOp op, int root) {
+  check_root(root, "reduce");
+  check_reduce_supported(dtype, op);
+  return enqueue([=, this] { do_reduce(data, count, dtype, op, root); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Point to point
+
+Work Communicator::post_p2p(bool is_send, void* data, size_t count, DType dt, int peer, int tag) {
+  ENGINE_CHECK(peer >= 0 && peer < size() && peer != rank(), is_send ? "send" : "recv", ": rank ",
+               peer, " is not another rank of this job (rank ", rank(), " of ", size(), ")");
+  Fingerprint f;
+  f.op = CollOp::Send;
+  f.dtype = dt;
+  f.count = count;
+  f.root = tag;
+  RequestPtr req;
+  {
+    // Numbering and posting together, so that concurrent callers keep the two in step.
+    std::lock_guard lk(p2p_mu_);
+    f.seq = is_send ? p2p_sent_[peer]++ : p2p_recvd_[peer]++;
+    FrameHeader h = FrameHeader::data(f, 0, count * dtype_size(dt));
+    req = is_send ? transport_->isend(peer, Stream::P2P, h, data)
+                  : transport_->irecv(peer, Stream::P2P, h, data);
+  }
+  Work w;
+  w.st_ = std::make_shared<Work::State>();
+  w.st_->transport = transport_;
+  w.st_->req = req;
+  w.st_->timeout = opts_.timeout;
+  return w;
+}
+
+void Communicator::send(const void* data, size_t count, DType dtype, int dst, int tag) {
+  isend(data, count, dtype, dst, tag).wait();
+}
+
+void Communicator::recv(void* data, size_t count, DType dtype, int src, int tag) {
+  irecv(data, count, dtype, src, tag).wait();
+}
+
+Work Communicator::isend(const void* data, size_t count, DType dtype, int dst, int tag) {
+  return post_p2p(true, const_cast<void*>(data), count, dtype, dst, tag);
+}
+
+Work Communicator::irecv(void* data, size_t count, DType dtype, int src, int tag) {
+  return post_p2p(false, data, count, dtype, src, tag);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor overloads
+
+namespace {
+
+void* cpu_data(const Tensor& t, const char* what) {
+  ENGINE_CHECK(t.defined(), "comm ", what, ": undefined tensor");
+  ENGINE_CHECK(t.device().is_cpu(), "comm ", what, ": tensor on ", t.device().str(),
+               ": collectives on CUDA tensors need the CUDA backend (not built yet); copy the "
+               "tensor to the CPU first");
+  return t.raw_data();
+}
+
+size_t numel(const Tensor& t) {
+  return static_cast<size_t>(t.numel());
+}
+
+}  // namespace
+
+void Communicator::all_reduce(const Tensor& t, ReduceOp op) {
+  all_reduce(cpu_data(t, "all_reduce"), numel(t), t.dtype(), op);
+}
+
+void Communicator::broadcast(const Tensor& t, int root) {
+  broadcast(cpu_data(t, "broadcast"), numel(t), t.dtype(), root);
+}
+
+void Communicator::reduce(const Tensor& t, ReduceOp op, int root) {
+  reduce(cpu_data(t, "reduce"), numel(t), t.dtype(), op, root);
+}
+
+void Communicator::all_gather(const Tensor& in, const Tensor& out) {
+  void* i = cpu_data(in, "all_gather");
+  void* o = cpu_data(out, "all_gather");
+  ENGINE_CHECK(out.dtype() == in.dtype(), "all_gather: output dtype ", dtype_name(out.dtype()),
+               " differs from input dtype ", dtype_name(in.dtype()));
+  ENGINE_CHECK(numel(out) == numel(in) * size(), "all_gather: output has ", numel(out),
+               " elements, expected ", size(), " x ", numel(in));
+  all_gather(i, o, numel(in), in.dtype());
+}
+
+void Communicator::gather(const Tensor& in, const Tensor& out, int root) {
+  void* i = cpu_data(in, "gather");
+  void* o = nullptr;
+  if (rank() == root) {
+    o = cpu_data(out, "gather");
+    ENGINE_CHECK(out.dtype() == in.dtype() && numel(out) == numel(in) * size(),
+                 "gather: the root's output must hold ", size(), " x ", numel(in), " ",
+                 dtype_name(in.dtype()));
+  }
+  gather(i, o, numel(in), in.dtype(), root);
+}
+
+void Communicator::scatter(const Tensor& in, const Tensor& out, int root) {
+  void* o = cpu_data(out, "scatter");
+  void* i = nullptr;
+  if (rank() == root) {
+    i = cpu_data(in, "scatter");
+    ENGINE_CHECK(in.dtype() == out.dtype() && numel(in) == numel(out) * size(),
+                 "scatter: the root's input must hold ", size(), " x ", numel(out), " ",
+                 dtype_name(out.dtype()));
+  }
+  scatter(i, o, numel(out), out.dtype(), root);
+}
+
+void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  void* i = cpu_data(in, "reduce_scatter");
+  void* o = cpu_data(out, "reduce_scatter");
+  ENGINE_CHECK(in.dtype() == out.dtype() && numel(in) == numel(out) * size(),
+               "reduce_scatter: input must hold ", size(), " x ", numel(out), " ",
+               dtype_name(out.dtype()));
+  reduce_scatter(i, o, numel(out), out.dtype(), op);
+}
+
+void Communicator::send(const Tensor& t, int dst, int tag) {
+  send(cpu_data(t, "send"), numel(t), t.dtype(), dst, tag);
+}
+
+void Communicator::recv(const Tensor& t, int src, int tag) {
+  recv(cpu_data(t, "recv"), numel(t), t.dtype(), src, tag);
+}
+
+Work Communicator::isend(const Tensor& t, int dst, int tag) {
+  return isend(cpu_data(t, "isend"), numel(t), t.dtype(), dst, tag);
+}
+
+Work Communicator::irecv(const Tensor& t, int src, int tag) {
+  return irecv(cpu_data(t, "irecv"), numel(t), t.dtype(), src, tag);
+}
+
+Work Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {
+  void* p = cpu_data(t, "all_reduce_async");
+  check_reduce_supported(t.dtype(), op);
+  // The closure holds the tensor so that its storage outlives the queued work.
+  return enqueue([=, this] { do_all_reduce(p, numel(t), t.dtype(), op); });
+}
+
+Work Communicator::broadcast_async(const Tensor& t, int root) {
+  void* p = cpu_data(t, "broadcast_async");
+  check_root(root, "broadcast");
+  return enqueue([=, this] { do_broadcast(p, numel(t), t.dtype(), root); });
+}
+
+}  // namespace engine::comm

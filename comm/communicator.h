@@ -1,0 +1,176 @@
+// comm/communicator.h: the Communicator - collectives and point-to-point messages among the W ranks
+// of a job, on CPU buffers (raw pointers, or engine::Tensor on the CPU). Made by
+// init_communicator() or connect_communicator() (comm/rendezvous.h), or make_mem_communicators()
+// for ranks as threads.
+//
+// Sizes: `count` is elements of `dtype`; buffers hold count elements unless said otherwise.
+// Collectives run in call order. Each carries a sequence number and a fingerprint (op, count,
+// dtype, reduce op, root) that peers check: ranks that call different collectives or sizes get an
+// engine::Error naming the ranks and both calls. Every wait is bounded by the timeout (default
+// 300 s); an engine::TimeoutError names the rank waited for. A dead peer is an engine::Error naming
+// it. After any such error the communicator is broken: every later call throws.
+//
+// Async: the *_async calls and submit() queue work on a communication thread that this object owns;
+// queued work and synchronous calls run in the order they were called. Work::wait() rethrows.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "comm/deadline.h"
+#include "comm/frame.h"
+#include "comm/reduce.h"
+#include "comm/ring.h"
+#include "comm/store.h"
+#include "comm/transport.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace engine::comm {
+
+struct CommOptions {
+  Millis timeout{300000};
+  // Pipelining grain of the ring and the chains: a chunk is cut into segments of this many bytes.
+  size_t segment_bytes = 128 << 10;
+};
+
+// A handle on queued or posted work.
+class Work {
+ public:
+  Work() = default;
+  // Blocks until the work is done; rethrows its error.
+  void wait();
+  bool completed() const;
+  bool valid() const { return st_ != nullptr; }
+
+ private:
+  friend class Communicator;
+  struct State;
+  std::shared_ptr<State> st_;
+};
+
+class Communicator {
+ public:
+  Communicator(std::shared_ptr<Transport> transport, CommOptions opts,
+               std::shared_ptr<Store> store = nullptr);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->world(); }
+  const std::string& transport_kind() const { return transport_->kind(); }
+  // Ranks on this host and this rank's index among them (from the host identities).
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  void set_local(int local_rank, int local_size) {
+    local_rank_ = local_rank;
+    local_size_ = local_size;
+  }
+
+  Millis timeout() const { return opts_.timeout; }
+  void set_timeout(Millis t) { opts_.timeout = t; }
+  size_t segment_bytes() const { return opts_.segment_bytes; }
+  void set_segment_bytes(size_t nbytes);
+  // Sees every step of this rank's ring collectives (nullptr = none). Not owned.
+  void set_ring_observer(RingObserver* obs) { observer_ = obs; }
+
+  // --- collectives on raw buffers ---------------------------------------------------------------
+  // In place on every rank. The ring: reduce-scatter then all-gather, pipelined.
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::SUM);
+  // Root's buffer is copied to every rank.
+  void broadcast(void* data, size_t count, DType dtype, int root);
+  // Root's buffer receives the reduction; other ranks' buffers are left unchanged.
+  void reduce(void* data, size_t count, DType dtype, ReduceOp op, int root);
+  // out holds size() * count elements: rank r's `in` lands at out + r * count.
+  void all_gather(const void* in, void* out, size_t count, DType dtype);
+  // As all_gather, into root's out only (out may be null elsewhere).
+  void gather(const void* in, void* out, size_t count, DType dtype, int root);
+  // Root's in holds size() * count elements; rank r gets in + r * count (in may be null elsewhere).
+  void scatter(const void* in, void* out, size_t count, DType dtype, int root);
+  // in holds size() * count elements; out (count) gets the reduction of every rank's chunk r.
+  void reduce_scatter(const void* in, void* out, size_t count, DType dtype,
+                      ReduceOp op = ReduceOp::SUM);
+  void barrier();
+
+  // --- point to point (their own stream: never mixed up with collectives) ----------------------
+  // Messages from one rank to another arrive in order; tag and count must match the receiver's.
+  void send(const void* data, size_t count, DType dtype, int dst, int tag = 0);
+  void recv(void* data, size_t count, DType dtype, int src, int tag = 0);
+  Work isend(const void* data, size_t count, DType dtype, int dst, int tag = 0);
+  Work irecv(void* data, size_t count, DType dtype, int src, int tag = 0);
+
+  // --- async collectives: run on the communication thread, in call order -----------------------
+  Work all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::SUM);
+  Work broadcast_async(void* data, size_t count, DType dtype, int root);
+  Work reduce_async(void* data, size_t count, DType dtype, ReduceOp op, int root);
+  // Any sequence of this communicator's calls as one queued unit (e.g. pack a bucket, all_reduce,
+  // unpack). fn runs on the communication thread; its collectives run there inline.
+  Work submit(std::function<void(Communicator&)> fn);
+
+  // --- Tensor overloads (CPU tensors; a CUDA tensor is an engine::Error until the CUDA backend) --
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM);
+  void broadcast(const Tensor& t, int root);
+  void reduce(const Tensor& t, ReduceOp op, int root);
+  void all_gather(const Tensor& in, const Tensor& out);        // out.numel() == size() * in.numel()
+  void gather(const Tensor& in, const Tensor& out, int root);  // out undefined off root is fine
+  void scatter(const Tensor& in, const Tensor& out, int root);  // in undefined off root is fine
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::SUM);
+  void send(const Tensor& t, int dst, int tag = 0);
+  void recv(const Tensor& t, int src, int tag = 0);
+  Work isend(const Tensor& t, int dst, int tag = 0);
+  Work irecv(const Tensor& t, int src, int tag = 0);
+  Work all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::SUM);
+  Work broadcast_async(const Tensor& t, int root);
+
+  // The transport (tests, benchmarks).
+  Transport& transport() { return *transport_; }
+
+ private:
+  // Execution: synchronous calls run inline unless queued work is ahead of them.
+  void run(const std::function<void()>& fn);
+  Work enqueue(std::function<void()> fn);
+  void worker_loop();
+  // Starts one collective: checks the communicator is usable, takes the next sequence number.
+  Fingerprint begin(CollOp op, size_t count, DType dtype, ReduceOp redop, int root);
+  Deadline deadline() const { return Deadline::after(opts_.timeout); }
+  size_t segment_count(DType dt) const;
+  void check_root(int root, const char* what) const;
+
+  // Algorithms (collectives_*.cpp).
+  struct RingJob;
+  void run_ring(const RingJob& job);
+  void do_all_reduce(void* data, size_t count, DType dt, ReduceOp op);
+  void do_all_gather(const void* in, void* out, size_t count, DType dt);
+  void do_reduce_scatter(const void* in, void* out, size_t count, DType dt, ReduceOp op);
+  void do_broadcast(void* data, size_t count, DType dt, int root);
+  void do_reduce(void* data, size_t count, DType dt, ReduceOp op, int root);
+  void do_gather(const void* in, void* out, size_t count, DType dt, int root);
+  void do_scatter(const void* in, void* out, size_t count, DType dt, int root);
+  void do_barrier();
+  // Dissemination exchange of fp: returns once every rank is known to call the same collective.
+  void agree(const Fingerprint& fp);
+  Work post_p2p(bool is_send, void* data, size_t count, DType dt, int peer, int tag);
+
+  std::shared_ptr<Transport> transport_;
+  CommOptions opts_;
+  std::shared_ptr<Store> store_;  // keeps rank 0's store server alive
+  RingObserver* observer_ = nullptr;
+  int local_rank_ = 0, local_size_ = 1;
+  uint64_t seq_ = 0;  // collectives so far
+  std::mutex p2p_mu_;
+  std::vector<uint64_t> p2p_sent_, p2p_recvd_;  // per peer message counters
+
+  std::mutex qmu_;
+  std::condition_variable qcv_;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<Work::State>>> queue_;
+  bool busy_ = false;  // a collective is executing (worker or inline)
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace engine::comm

@@ -1,0 +1,26 @@
+// comm/mem_transport.h: ranks as threads of one process - the shared-memory ring channels on
+// ordinary (anonymous) memory, no store and no sockets. For tests of the algorithms (as gloo's
+// in-memory tests) and for tools that simulate W ranks in one process.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/transport.h"
+
+namespace engine::comm {
+
+// Ring sizes of the memory fabrics (mem and shm): collectives, point-to-point.
+constexpr size_t kCollRingBytes = 2 << 20;
+constexpr size_t kP2PRingBytes = 256 << 10;
+
+// Transports for ranks 0..world-1, all connected; hand transports[r] to the thread of rank r.
+std::vector<std::shared_ptr<Transport>> make_mem_transports(int world);
+// The same, wrapped in communicators.
+std::vector<std::unique_ptr<Communicator>> make_mem_communicators(int world, CommOptions opts = {});
+
+// Microseconds a waiting rank spins before it sleeps: only when every rank on the host can have a
+// core of its own.
+int default_spin_us(int ranks_on_host);
+
+}  // namespace engine::comm

@@ -1,0 +1,28 @@
+// comm/reduce.h: reduction operators and the element loops collectives combine buffers with
+// (dst[i] = dst[i] op src[i]). Kept in comm so collectives do not depend on kernels/.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace engine::comm {
+
+// AVG is SUM followed by a division by the world size (floating dtypes only).
+enum class ReduceOp : uint8_t { SUM, AVG, MAX, MIN, PROD };
+
+const char* reduce_op_name(ReduceOp op);
+// Parses "sum", "avg", "max", "min", "prod" (any case); throws engine::Error otherwise.
+ReduceOp reduce_op_from_name(const std::string& s);
+
+// Throws engine::Error when op cannot apply to dt (AVG on integers).
+void check_reduce_supported(DType dt, ReduceOp op);
+
+// dst[i] = dst[i] op src[i] for i < count. AVG combines as SUM here.
+void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op);
+
+// dst[i] /= divisor (the AVG finish); floating dtypes only.
+void divide_by(void* dst, size_t count, DType dt, int divisor);
+
+}  // namespace engine::comm

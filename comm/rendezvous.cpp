@@ -1,0 +1,295 @@
+// comm/rendezvous.cpp: see rendezvous.h. Store keys, under "engine/<generation>/":
+//   rank/<r>        "host-identity\naddress\nport\nnonce"  (rank 0's nonce names the job)
+//   shm/<leader>    name of the host's shared-memory segment; shm_mapped/<r> once mapped
+#include "comm/rendezvous.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "comm/file_store.h"
+#include "comm/mem_transport.h"
+#include "comm/shm_transport.h"
+#include "comm/tcp_store.h"
+#include "comm/tcp_transport.h"
+#include "core/error.h"
+
+namespace engine::comm {
+
+const char* transport_kind_name(TransportKind k) {
+  switch (k) {
+    case TransportKind::Auto:
+      return "auto";
+    case TransportKind::Tcp:
+      return "tcp";
+    case TransportKind::Shm:
+      return "shm";
+  }
+  return "?";
+}
+
+TransportKind transport_kind_from_name(const std::string& s) {
+  if (s == "auto") return TransportKind::Auto;
+  if (s == "tcp") return TransportKind::Tcp;
+  if (s == "shm") return TransportKind::Shm;
+  ENGINE_FAIL("unknown transport '", s, "' (expected auto, tcp or shm)");
+}
+
+std::string host_identity() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  // Shared memory needs the same IPC namespace, not only the same machine (containers).
+  char ns[128] = {};
+  ssize_t n = readlink("/proc/self/ns/ipc", ns, sizeof ns - 1);
+  if (n < 0) ns[0] = 0;
+  return std::string(host) + "/" + boot + "/" + ns;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Init methods
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int parse_int(const std::string& s, const std::string& what) {
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  ENGINE_CHECK(!s.empty() && end && *end == 0, what, ": '", s, "' is not an integer");
+  return static_cast<int>(v);
+}
+
+// "host:port" -> (host, port); accepts "[v6]:port".
+std::pair<std::string, int> split_host_port(const std::string& s, const std::string& what) {
+  auto colon = s.rfind(':');
+  ENGINE_CHECK(colon != std::string::npos && colon > 0, what, ": expected host:port, got '", s,
+               "'");
+  std::string host = s.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  int port = parse_int(s.substr(colon + 1), what + " port");
+  ENGINE_CHECK(port > 0 && port < 65536, what, ": port ", port, " out of range");
+  return {host, port};
+}
+
+}  // namespace
+
+InitTarget resolve_init_method(const InitOptions& o) {
+  InitTarget t;
+  t.rank = o.rank;
+  t.world_size = o.world_size;
+  const std::string& m = o.init_method;
+  const Millis timeout = o.connect.timeout;
+  std::string host;
+  int port = 0;
+  if (m == "env://") {
+    struct Source {
+      const char *rank, *size, *who;
+    };
+    const Source sources[] = {{"RANK", "WORLD_SIZE", "torchrun"},
+                              {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
+                              {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"}};
+    for (const Source& s : sources) {
+      if (!env(s.rank) && !env(s.size)) continue;
+      if (t.rank < 0) {
+        ENGINE_CHECK(env(s.rank), "env:// (", s.who, "): ", s.size, " is set but ", s.rank,
+                     " is not");
+        t.rank = parse_int(env(s.rank), s.rank);
+      }
+      if (t.world_size < 0) {
+        ENGINE_CHECK(env(s.size), "env:// (", s.who, "): ", s.rank, " is set but ", s.size,
+                     " is not");
+        t.world_size = parse_int(env(s.size), s.size);
+      }
+      break;
+    }
+    ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1,
+                 "env://: no rank and world size: set RANK and WORLD_SIZE (torchrun), run under "
+                 "mpirun or srun, or give --rank and --world-size");
+    const char* addr = env("MASTER_ADDR");
+    const char* p = env("MASTER_PORT");
+    ENGINE_CHECK(addr && p, "env://: MASTER_ADDR and MASTER_PORT must name rank 0's store (",
+                 addr ? "MASTER_PORT" : "MASTER_ADDR", " is not set)");
+    host = addr;
+    port = parse_int(p, "MASTER_PORT");
+  } else if (m.rfind("tcp://", 0) == 0) {
+    std::tie(host, port) = split_host_port(m.substr(6), "tcp:// init method");
+  } else if (m.rfind("file://", 0) == 0) {
+    ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1,
+                 "file:// init method needs --rank and --world-size");
+    std::string path = m.substr(7);
+    ENGINE_CHECK(!path.empty(), "file:// init method needs a path (file:///shared/dir)");
+    t.store = std::make_shared<FileStore>(path, timeout);
+    return t;
+  } else {
+    ENGINE_FAIL("unknown init method '", m, "' (expected env://, tcp://host:port or file:///path)");
+  }
+  ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1, m, " needs --rank and --world-size");
+  ENGINE_CHECK(t.rank < t.world_size, "rank ", t.rank, " is not below the world size ",
+               t.world_size);
+  t.store = std::make_shared<TcpStore>(host, port, t.rank == 0, timeout, o.connect.bind_address);
+  return t;
+}
+
+std::unique_ptr<Communicator> init_communicator(const InitOptions& opts) {
+  InitTarget t = resolve_init_method(opts);
+  return connect_communicator(t.store, t.rank, t.world_size, opts.connect);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connecting
+
+namespace {
+
+struct RankInfo {
+  std::string host_id, addr;
+  int port = 0;
+  uint64_t nonce = 0;
+};
+
+std::string encode(const RankInfo& i) {
+  return i.host_id + "\n" + i.addr + "\n" + std::to_string(i.port) + "\n" + std::to_string(i.nonce);
+}
+
+RankInfo decode(const std::string& s, int rank) {
+  std::istringstream is(s);
+  RankInfo i;
+  std::string port, nonce;
+  ENGINE_CHECK(std::getline(is, i.host_id) && std::getline(is, i.addr) && std::getline(is, port) &&
+                   std::getline(is, nonce),
+               "rendezvous: malformed entry of rank ", rank, " in the store");
+  i.port = std::stoi(port);
+  i.nonce = std::stoull(nonce);
+  return i;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store, int rank,
+                                                   int world, const ConnectOptions& o) {
+  ENGINE_CHECK(store, "connect_communicator: no store");
+  ENGINE_CHECK(world >= 1 && rank >= 0 && rank < world, "connect_communicator: rank ", rank,
+               " of world size ", world);
+  const Deadline dl = Deadline::after(o.timeout);
+  const std::string gen = std::to_string(store->add("engine/gen/" + std::to_string(rank), 1));
+  const std::string pre = "engine/" + gen + "/";
+
+  RankInfo me;
+  me.host_id = host_identity();
+  Socket listener;
+  if (world > 1) {
+    listener = listen_tcp(o.bind_address, 0, "data port of rank " + std::to_string(rank));
+    me.port = listener.local_port();
+  }
+  if (!o.bind_address.empty() && o.bind_address != "0.0.0.0") {
+    me.addr = o.bind_address;
+  } else if (auto* tcp = dynamic_cast<TcpStore*>(store.get())) {
+    me.addr = tcp->local_host();  // the interface that reaches rank 0
+  } else {
+    me.addr = "127.0.0.1";
+  }
+  if (rank == 0) {
+    std::random_device rd;
+    me.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  }
+  store->set(pre + "rank/" + std::to_string(rank), encode(me));
+
+  std::vector<std::string> keys;
+  for (int r = 0; r < world; ++r) keys.push_back(pre + "rank/" + std::to_string(r));
+  try {
+    store->wait(keys, dl.remaining());
+  } catch (const TimeoutError&) {
+    std::vector<int> missing;
+    for (int r = 0; r < world; ++r)
+      if (!store->check({keys[r]})) missing.push_back(r);
+    throw TimeoutError(detail::concat("rendezvous through ", store->describe(), " timed out after ",
+                                      seconds_str(o.timeout), " on rank ", rank, ": ranks [",
+                                      rank_list(missing), "] of ", world, " never arrived"));
+  }
+  std::vector<RankInfo> info(world);
+  for (int r = 0; r < world; ++r) info[r] = decode(store->get(keys[r]), r);
+  const uint64_t nonce = info[0].nonce;
+
+  // Who talks how.
+  std::vector<int> local;  // ranks sharing our host identity, ascending
+  for (int r = 0; r < world; ++r)
+    if (info[r].host_id == me.host_id) local.push_back(r);
+  if (o.transport == TransportKind::Shm && static_cast<int>(local.size()) != world) {
+    std::vector<int> far;
+    for (int r = 0; r < world; ++r)
+      if (info[r].host_id != me.host_id) far.push_back(r);
+    ENGINE_FAIL("transport shm needs every rank on one host, but ranks [", rank_list(far),
+                "] are on another host than rank ", rank, "; use --transport tcp or auto");
+  }
+  const bool use_shm = o.transport != TransportKind::Tcp && local.size() > 1;
+  std::vector<bool> via_shm(world, false);
+  if (use_shm)
+    for (int r : local) via_shm[r] = r != rank;
+
+  std::vector<MeshPeer> peers(world);
+  for (int r = 0; r < world; ++r) {
+    peers[r].host = info[r].addr;
+    peers[r].port = info[r].port;
+    peers[r].sockets = r == rank ? 0 : via_shm[r] ? 1 : 2;
+  }
+  std::vector<std::vector<Socket>> socks;
+  if (world > 1) socks = connect_mesh(rank, nonce, listener, peers, dl);
+
+  const bool any_tcp =
+      std::any_of(peers.begin(), peers.end(), [](auto& p) { return p.sockets == 2; });
+  std::string kind = use_shm ? (any_tcp ? "shm+tcp" : "shm") : "tcp";
+  if (world == 1) kind = "self";
+  auto transport = std::make_shared<Transport>(rank, world, kind);
+  for (int r = 0; r < world; ++r) {
+    if (r == rank || via_shm[r]) continue;
+    transport->set_channel(r, Stream::Coll,
+                           std::make_unique<SocketChannel>(std::move(socks[r][0])));
+    transport->set_channel(r, Stream::P2P, std::make_unique<SocketChannel>(std::move(socks[r][1])));
+  }
+  if (use_shm) {
+    ShmFabric f = open_shm_fabric(*store, pre, local, rank, nonce, dl);
+    for (size_t j = 0; j < local.size(); ++j) {
+      const int r = local[j];
+      if (r == rank) continue;
+      for (int s = 0; s < 2; ++s) {
+        auto* tx = reinterpret_cast<RingHeader*>(f.base + f.layout.ring(f.index, j, s));
+        auto* rx = reinterpret_cast<RingHeader*>(f.base + f.layout.ring(j, f.index, s));
+        auto* bell = reinterpret_cast<Doorbell*>(f.base + f.layout.bell(j));
+        transport->set_channel(r, static_cast<Stream>(s),
+                               std::make_unique<RingChannel>(tx, rx, bell));
+      }
+      transport->set_liveness(r, std::move(socks[r][0]));
+    }
+    transport->set_doorbell(reinterpret_cast<Doorbell*>(f.base + f.layout.bell(f.index)));
+    transport->keep_alive(f.mapping);
+  }
+  transport->set_spin_us(default_spin_us(static_cast<int>(local.size())));
+
+  CommOptions copts;
+  copts.timeout = o.timeout;
+  copts.segment_bytes = o.segment_bytes;
+  auto comm = std::make_unique<Communicator>(transport, copts, store);
+  const int local_rank =
+      static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+  comm->set_local(local_rank, static_cast<int>(local.size()));
+  return comm;
+}
+
+}  // namespace engine::comm

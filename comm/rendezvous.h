@@ -1,0 +1,62 @@
+// comm/rendezvous.h: how W processes find each other and become a Communicator.
+//
+// Init methods (as torch.distributed):
+//   env://               RANK, WORLD_SIZE (torchrun), else OMPI_COMM_WORLD_RANK / _SIZE (Open MPI),
+//                        else SLURM_PROCID / SLURM_NTASKS (Slurm); MASTER_ADDR and MASTER_PORT name
+//                        the TCP store that rank 0 serves. Explicit rank / world_size win.
+//   tcp://host:port      the same store, rank and world_size given explicitly.
+//   file:///path         a FileStore directory on a filesystem all ranks see; rank and world_size
+//                        given explicitly.
+// Then every rank publishes its host identity and data address in the store and waits for all
+// W ranks (listing those that never arrived if the timeout passes), and the ranks connect: shared
+// memory between ranks whose host identities match (transport auto or shm), TCP otherwise.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/store.h"
+
+namespace engine::comm {
+
+enum class TransportKind { Auto, Tcp, Shm };
+const char* transport_kind_name(TransportKind k);
+// "auto", "tcp" or "shm"; engine::Error otherwise.
+TransportKind transport_kind_from_name(const std::string& s);
+
+struct ConnectOptions {
+  Millis timeout{300000};  // rendezvous, connection and every later wait of the communicator
+  TransportKind transport = TransportKind::Auto;
+  // Address the data port (and rank 0's store) listens on: "" = all interfaces. A specific
+  // address is also what peers are told to connect to.
+  std::string bind_address;
+  size_t segment_bytes = CommOptions{}.segment_bytes;
+};
+
+struct InitOptions {
+  std::string init_method = "env://";
+  int rank = -1;        // -1: from the environment (env://); required for tcp:// and file://
+  int world_size = -1;  // likewise
+  ConnectOptions connect;
+};
+
+// Rank, world size and store of an init method, without connecting the ranks.
+struct InitTarget {
+  int rank = -1;
+  int world_size = -1;
+  std::shared_ptr<Store> store;
+};
+InitTarget resolve_init_method(const InitOptions& opts);
+
+// Rendezvous and connect: the usual entry point of a rank.
+std::unique_ptr<Communicator> init_communicator(const InitOptions& opts);
+
+// Rendezvous through an existing store (e.g. a MemStore shared by threads) and connect. Several
+// communicators may be made through one store: each call of a rank takes the next generation.
+std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store, int rank,
+                                                   int world_size, const ConnectOptions& opts);
+
+// This host's identity: ranks with equal identities can share memory.
+std::string host_identity();
+
+}  // namespace engine::comm

@@ -1,0 +1,199 @@
+// comm/tcp_transport.cpp: see tcp_transport.h.
+#include "comm/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace engine::comm {
+
+// ---------------------------------------------------------------------------------------------
+// SocketChannel
+
+SocketChannel::SocketChannel(Socket s) : sock_(std::move(s)) {
+  tune_data_socket(sock_);
+}
+
+SocketChannel::~SocketChannel() {
+  sock_.close();
+}
+
+size_t SocketChannel::writev_some(const iovec* iov, int iovcnt) {
+  if (closed_) throw ChannelError("is no longer connected (this rank closed the channel)");
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = iovcnt;
+  while (true) {
+    ssize_t n = sendmsg(sock_.fd(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (peer_closed_) throw ChannelError("closed its connection (it aborted or exited)");
+      return 0;
+    }
+    throw ChannelError("closed the connection (" + errno_str(errno) + "): did it exit or crash?");
+  }
+}
+
+size_t SocketChannel::read_some(void* dst, size_t n) {
+  if (n == 0) return 0;
+  while (true) {
+    ssize_t got = recv(sock_.fd(), dst, n, MSG_DONTWAIT);
+    if (got > 0) return static_cast<size_t>(got);
+    if (got == 0) throw ChannelError("closed the connection (EOF): did it exit or crash?");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    throw ChannelError("closed the connection (" + errno_str(errno) + "): did it exit or crash?");
+  }
+}
+
+void SocketChannel::close() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  if (sock_.valid()) shutdown(sock_.fd(), SHUT_WR);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mesh
+
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x48474E45;  // "ENGH"
+constexpr uint32_t kAckMagic = 0x41474E45;    // "ENGA"
+constexpr uint32_t kVersion = 1;
+
+struct Hello {
+  uint32_t magic, version;
+  uint64_t nonce;
+  int32_t from, to, index, reserved;
+};
+static_assert(sizeof(Hello) == 32);
+
+struct Pending {
+  Socket s;
+  std::string who;
+  Hello hello{};
+  size_t got = 0;
+};
+
+void refuse(int rank, const std::string& who, const std::string& why) {
+  fprintf(stderr, "[engine comm] rank %d refused a connection from %s on its data port: %s\n", rank,
+          who.c_str(), why.c_str());
+}
+
+}  // namespace
+
+std::vector<std::vector<Socket>> connect_mesh(int rank, uint64_t nonce, Socket& listener,
+                                              const std::vector<MeshPeer>& peers,
+                                              Deadline deadline) {
+  const int world = static_cast<int>(peers.size());
+  std::vector<std::vector<Socket>> out(world);
+  for (int p = 0; p < world; ++p) out[p].resize(peers[p].sockets);
+
+  // Connect to lower ranks.
+  for (int p = 0; p < rank; ++p) {
+    for (int i = 0; i < peers[p].sockets; ++i) {
+      const std::string who = "rank " + std::to_string(p) + " (" + peers[p].host + ":" +
+                              std::to_string(peers[p].port) + ")";
+      Socket s = connect_tcp(peers[p].host, peers[p].port, deadline,
+                             "rank " + std::to_string(rank) + " connecting to " + who);
+      Hello h{kHelloMagic, kVersion, nonce, rank, p, i, 0};
+      send_all(s, &h, sizeof h, deadline, who);
+      uint32_t ack = 0;
+      recv_all(s, &ack, sizeof ack, deadline, who);
+      ENGINE_CHECK(ack == kAckMagic, "rank ", rank, ": ", who,
+                   " answered with something that is not this engine's handshake");
+      out[p][i] = std::move(s);
+    }
+  }
+
+  // Accept from higher ranks, refusing whatever is not one of them.
+  int expected = 0;
+  for (int p = rank + 1; p < world; ++p) expected += peers[p].sockets;
+  std::vector<Pending> pending;
+  while (expected > 0) {
+    std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
+    for (auto& c : pending) fds.push_back({c.s.fd(), POLLIN, 0});
+    int rc = poll(fds.data(), fds.size(), deadline.poll_ms(100));
+    if (rc < 0 && errno != EINTR) ENGINE_FAIL("rank ", rank, ": poll failed: ", errno_str(errno));
+    if (deadline.expired() && rc == 0) {
+      std::string missing;
+      for (int p = rank + 1; p < world; ++p)
+        for (auto& s : out[p])
+          if (!s.valid()) {
+            missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+            break;
+          }
+      throw TimeoutError(detail::concat("rank ", rank, ": timed out after ",
+                                        seconds_str(deadline.timeout()), " waiting for ranks [",
+                                        missing, "] to connect"));
+    }
+    if (fds[0].revents & POLLIN) {
+      while (true) {
+        Socket s = accept_tcp(listener);
+        if (!s.valid()) break;
+        std::string who = s.peer_str();
+        pending.push_back({std::move(s), who});
+      }
+    }
+    for (size_t k = 0; k < pending.size();) {
+      Pending& c = pending[k];
+      bool drop = false;
+      ssize_t n = recv(c.s.fd(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof(Hello) - c.got,
+                       MSG_DONTWAIT);
+      if (n == 0) {
+        refuse(rank, c.who, "it closed without a complete handshake");
+        drop = true;
+      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        refuse(rank, c.who, errno_str(errno));
+        drop = true;
+      } else if (n > 0) {
+        c.got += n;
+        // Judge the magic as soon as it is there, so garbage is refused without waiting.
+        if (c.got >= 4 && c.hello.magic != kHelloMagic) {
+          refuse(rank, c.who, "bad handshake bytes (not a rank of this job)");
+          drop = true;
+        } else if (c.got == sizeof(Hello)) {
+          const Hello& h = c.hello;
+          std::string why;
+          if (h.version != kVersion)
+            why = "protocol version mismatch";
+          else if (h.nonce != nonce)
+            why = "it belongs to another job (nonce mismatch)";
+          else if (h.to != rank)
+            why = "it wanted rank " + std::to_string(h.to);
+          else if (h.from <= rank || h.from >= world)
+            why = "bad rank " + std::to_string(h.from);
+          else if (h.index < 0 || h.index >= peers[h.from].sockets)
+            why = "bad connection index";
+          else if (out[h.from][h.index].valid())
+            why = "duplicate connection";
+          if (!why.empty()) {
+            refuse(rank, c.who, why);
+          } else {
+            uint32_t ack = kAckMagic;
+            send_all(c.s, &ack, sizeof ack, deadline, "rank " + std::to_string(h.from));
+            out[h.from][h.index] = std::move(c.s);
+            --expected;
+          }
+          drop = true;
+        }
+      }
+      if (drop) {
+        pending.erase(pending.begin() + k);
+      } else {
+        ++k;
+      }
+    }
+  }
+  for (auto& c : pending) refuse(rank, c.who, "no handshake before the mesh was complete");
+  listener.close();
+  return out;
+}
+
+}  // namespace engine::comm

@@ -1,0 +1,43 @@
+// core/cuda/device.cu: device discovery. The answer is taken once per process: the set of
+// devices a process sees does not change while it runs.
+#include <mutex>
+#include <string>
+
+#include "core/cuda/check.cuh"
+#include "core/cuda_backend.h"
+
+namespace engine::cuda {
+namespace {
+
+struct Discovery {
+  int count = 0;
+  std::string reason;  // "" when count > 0
+};
+
+const Discovery& discovery() {
+  static const Discovery d = [] {
+    Discovery r;
+    const cudaError_t err = cudaGetDeviceCount(&r.count);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      r.count = 0;
+      r.reason = std::string("no CUDA device: ") + cudaGetErrorString(err);
+    } else if (r.count == 0) {
+      r.reason = "no CUDA device: the driver reports 0 devices";
+    }
+    return r;
+  }();
+  return d;
+}
+
+}  // namespace
+
+int device_count() {
+  return discovery().count;
+}
+
+std::string unavailable_reason() {
+  return discovery().reason;
+}
+
+}  // namespace engine::cuda

@@ -1,0 +1,53 @@
+// core/cuda_absent.cpp: engine::cuda in a build without CUDA. No device ever answers; every call
+// that would need one throws engine::Error saying so.
+#ifndef ENGINE_WITH_CUDA
+
+#include "core/cuda_backend.h"
+#include "core/error.h"
+
+namespace engine::cuda {
+namespace {
+
+[[noreturn]] void not_built(const char* what) {
+  ENGINE_FAIL("engine::cuda::", what,
+              ": CUDA is not built in (configure with -DENGINE_CUDA=ON on a machine with nvcc)");
+}
+
+}  // namespace
+
+int device_count() {
+  return 0;
+}
+
+std::string unavailable_reason() {
+  return "no CUDA device: this build has no CUDA support (configure with -DENGINE_CUDA=ON)";
+}
+
+void* alloc(int, size_t) {
+  not_built("alloc");
+}
+void free(int, void*, size_t) {
+  not_built("free");
+}
+AllocatorStats stats(int) {
+  not_built("stats");
+}
+void empty_cache(int) {
+  not_built("empty_cache");
+}
+void copy(void*, Device, const void*, Device, size_t) {
+  not_built("copy");
+}
+void fill_f32(int, float*, float, int64_t) {
+  not_built("fill_f32");
+}
+void axpy_f32(int, float*, const float*, float, int64_t) {
+  not_built("axpy_f32");
+}
+void scale_f32(int, float*, float, int64_t) {
+  not_built("scale_f32");
+}
+
+}  // namespace engine::cuda
+
+#endif  // ENGINE_WITH_CUDA

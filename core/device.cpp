@@ -1,0 +1,24 @@
+// core/device.cpp: device parsing and CUDA availability.
+#include "core/device.h"
+
+#include "core/cuda_backend.h"
+#include "core/error.h"
+
+namespace engine {
+
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    std::string n = s.substr(5);
+    ENGINE_CHECK(!n.empty() && n.find_first_not_of("0123456789") == std::string::npos,
+                 "bad device '", s, "': expected cpu, cuda or cuda:N");
+    return cuda(std::stoi(n));
+  }
+  ENGINE_FAIL("bad device '", s, "': expected cpu, cuda or cuda:N");
+}
+
+int cuda_device_count() { return cuda::device_count(); }
+std::string cuda_unavailable_reason() { return cuda::unavailable_reason(); }
+
+}  // namespace engine

@@ -1,0 +1,34 @@
+// kernels/cpu/conv2d.h: CPU 2-d convolution (stride, padding, bias; dilation 1, groups 1).
+// Stride 1 with pad <= k-1 runs a direct AVX-512 kernel; anything else im2col + OpenBLAS sgemm.
+// Workspace: the caller passes ws with at least conv2d_workspace_count(s) floats, queried at the
+// thread count the call will run with (kernels never allocate).
+#pragma once
+#include <cstdint>
+
+#include "kernels/conv2d.h"
+
+namespace engine::kernels::cpu {
+
+enum class ConvAlgo { kAuto, kDirect, kIm2col };
+
+// Floats of workspace any of the passes below needs with the current num_threads().
+int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo = ConvAlgo::kAuto);
+
+// y (N, Cout, OH, OW) = conv(x (N, Cin, H, W), w (Cout, Cin, KH, KW)) + b (Cout); b may be null.
+void conv2d_forward(const float* x, const float* w, const float* b, float* y,
+                    const Conv2dShape& s, float* ws, int64_t ws_count,
+                    ConvAlgo algo = ConvAlgo::kAuto);
+
+// dx (N, Cin, H, W) = conv2d input gradient of dy (N, Cout, OH, OW). Overwrites dx.
+void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
+                          float* ws, int64_t ws_count, ConvAlgo algo = ConvAlgo::kAuto);
+
+// dw (Cout, Cin, KH, KW) = beta * dw + sum_n dy[n] (*) x[n]. beta 0 overwrites (dw not read).
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
+                            float beta, float* ws, int64_t ws_count,
+                            ConvAlgo algo = ConvAlgo::kAuto);
+
+// db (Cout) = beta * db + sum over N, OH, OW of dy (N, Cout, OH, OW). beta 0 overwrites.
+void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, float beta);
+
+}  // namespace engine::kernels::cpu

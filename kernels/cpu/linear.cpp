@@ -1,0 +1,68 @@
+// kernels/cpu/linear.cpp: the fully connected layer as three row-major sgemm calls, no copies.
+// OpenBLAS threads itself (engine::set_num_threads sets its thread count).
+#include "kernels/cpu/linear.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace engine::kernels::cpu {
+namespace {
+
+void check(const LinearShape& s, const char* what) {
+  ENGINE_CHECK(s.n >= 0 && s.in > 0 && s.out > 0, what, ": bad shape N ", s.n, " in ", s.in,
+               " out ", s.out);
+}
+
+}  // namespace
+
+void linear_forward(const float* x, const float* w, const float* b, float* y,
+                    const LinearShape& s) {
+  check(s, "linear_forward");
+  if (s.n == 0) return;
+  if (b)
+    for (int64_t i = 0; i < s.n; ++i) std::copy(b, b + s.out, y + i * s.out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.n, s.out, s.in, 1.f, x, s.in, w, s.in,
+              b ? 1.f : 0.f, y, s.out);
+}
+
+void linear_backward_data(const float* dy, const float* w, float* dx, const LinearShape& s) {
+  check(s, "linear_backward_data");
+  if (s.n == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.n, s.in, s.out, 1.f, dy, s.out, w,
+              s.in, 0.f, dx, s.in);
+}
+
+void linear_backward_weight(const float* dy, const float* x, float* dw, const LinearShape& s,
+                            float beta) {
+  check(s, "linear_backward_weight");
+  if (s.n == 0) {
+    for (int64_t i = 0; i < s.out * s.in; ++i) dw[i] = beta == 0.f ? 0.f : beta * dw[i];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.out, s.in, s.n, 1.f, dy, s.out, x, s.in,
+              beta, dw, s.in);
+}
+
+void linear_backward_bias(const float* dy, float* db, const LinearShape& s, float beta) {
+  check(s, "linear_backward_bias");
+  // Columns split over threads and blocks of kCols; each column summed over rows in order.
+  constexpr int64_t kCols = 256;
+  parallel_for(s.out, 64, [&](int64_t o0, int64_t o1) {
+    for (int64_t c0 = o0; c0 < o1; c0 += kCols) {
+      const int64_t cols = std::min(kCols, o1 - c0);
+      float acc[kCols] = {};
+      for (int64_t i = 0; i < s.n; ++i) {
+        const float* row = dy + i * s.out + c0;
+        for (int64_t j = 0; j < cols; ++j) acc[j] += row[j];
+      }
+      for (int64_t j = 0; j < cols; ++j)
+        db[c0 + j] = beta == 0.f ? acc[j] : beta * db[c0 + j] + acc[j];
+    }
+  });
+}
+
+}  // namespace engine::kernels::cpu

@@ -1,0 +1,29 @@
+// kernels/dropout.h: the dropout keep/scale decision, shared by CPU and CUDA so that masks match
+// across devices. Element (or channel) i of a call draws philox_uniform(seed, offset, i) and is
+// kept when the draw is >= p; the caller reserves offset with Generator::reserve(count).
+#pragma once
+#include <cstdint>
+
+#include "core/rng.h"
+
+namespace engine::kernels {
+
+// Whether element i survives. p = 0 keeps all (draws are >= 0), p = 1 keeps none (draws < 1).
+ENGINE_HD bool dropout_keep(uint64_t seed, uint64_t offset, uint64_t i, float p) {
+  return philox_uniform(seed, offset, i) >= p;
+}
+
+// The four decisions of elements 4g .. 4g+3 from one Philox call (same as four dropout_keep).
+ENGINE_HD void dropout_keep4(uint64_t seed, uint64_t offset, uint64_t g, float p, bool keep[4]) {
+  Philox4 r = philox4x32(offset + g, 0, seed);
+  for (int j = 0; j < 4; ++j) keep[j] = uint_to_unit_float(r.v[j]) >= p;
+}
+
+// Survivors are scaled by 1/(1-p) (torch divides by the float of 1-p); p = 1 scales by 0.
+ENGINE_HD float dropout_scale(float p) {
+  return p >= 1.f ? 0.f : 1.f / static_cast<float>(1.0 - static_cast<double>(p));
+}
+
+ENGINE_HD float dropout_apply(float x, bool keep, float scale) { return keep ? x * scale : 0.f; }
+
+}  // namespace engine::kernels

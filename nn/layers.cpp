@@ -1,0 +1,71 @@
+// nn/layers.cpp: layer construction (PyTorch's default initialisation) and forward passes.
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "nn/functional.h"
+
+namespace engine::nn {
+namespace {
+
+// PyTorch's kaiming_uniform_(a = sqrt(5)) bound is 1/sqrt(fan_in); biases use the same bound.
+Tensor uniform(const Shape& shape, float bound, Generator& gen) {
+  std::vector<float> v(shape_numel(shape));
+  for (float& x : v) x = gen.uniform(-bound, bound);
+  return Tensor::from_vector(v, shape);
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, Generator& gen) {
+  float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  weight = register_parameter("weight", uniform({out, in}, bound, gen));
+  bias = register_parameter("bias", uniform({out}, bound, gen));
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+Conv2d::Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, Generator& gen)
+    : stride(stride), padding(padding) {
+  float bound = 1.0f / std::sqrt(static_cast<float>(cin * kernel * kernel));
+  weight = register_parameter("weight", uniform({cout, cin, kernel, kernel}, bound, gen));
+  bias = register_parameter("bias", uniform({cout}, bound, gen));
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding); }
+
+BatchNorm2d::BatchNorm2d(int64_t c) {
+  weight = register_parameter("weight", Tensor::full({c}, 1.0f));
+  bias = register_parameter("bias", Tensor::zeros({c}));
+  running_mean = register_buffer("running_mean", Tensor::zeros({c}));
+  running_var = register_buffer("running_var", Tensor::full({c}, 1.0f));
+  num_batches_tracked = register_buffer("num_batches_tracked", Tensor::zeros({}, DType::I64));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  if (is_training()) {
+    Tensor n = num_batches_tracked.to(Device::cpu());
+    n.data<int64_t>()[0] += 1;
+    num_batches_tracked.copy_from(n);
+  }
+  return batch_norm2d(x, weight, bias, running_mean, running_var, is_training());
+}
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel, stride); }
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), gen); }
+Tensor Dropout2d::forward(const Tensor& x) { return dropout2d(x, p, is_training(), gen); }
+
+Sequential& Sequential::add(std::shared_ptr<Module> m) {
+  register_module(std::to_string(layers_.size()), m);
+  layers_.push_back(std::move(m));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& m : layers_) y = m->forward(y);
+  return y;
+}
+
+}  // namespace engine::nn

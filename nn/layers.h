@@ -1,0 +1,72 @@
+// nn/layers.h: the layers of the tutorials' models, initialised as PyTorch initialises them
+// (kaiming-uniform a = sqrt(5) weights, biases uniform in +-1/sqrt(fan_in)).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/rng.h"
+#include "nn/module.h"
+
+namespace engine::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, Generator& gen);
+  Tensor forward(const Tensor& x) override;  // (N, in) -> (N, out)
+  Tensor weight, bias;                       // (out, in), (out)
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, Generator& gen);
+  Tensor forward(const Tensor& x) override;  // (N, Cin, H, W) -> (N, Cout, OH, OW)
+  Tensor weight, bias;                       // (Cout, Cin, K, K), (Cout)
+  int stride, padding;
+};
+
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t channels);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+class MaxPool2d : public Module {
+ public:
+  MaxPool2d(int kernel, int stride) : kernel(kernel), stride(stride) {}
+  Tensor forward(const Tensor& x) override;
+  int kernel, stride;
+};
+
+class Dropout : public Module {
+ public:
+  Dropout(float p, Generator& gen) : p(p), gen(gen) {}
+  Tensor forward(const Tensor& x) override;
+  float p;
+  Generator& gen;
+};
+
+class Dropout2d : public Module {
+ public:
+  Dropout2d(float p, Generator& gen) : p(p), gen(gen) {}
+  Tensor forward(const Tensor& x) override;
+  float p;
+  Generator& gen;
+};
+
+class Sequential : public Module {
+ public:
+  // Children are named "0", "1", ... as in PyTorch.
+  Sequential& add(std::shared_ptr<Module> m);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+}  // namespace engine::nn

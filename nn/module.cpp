@@ -1,0 +1,75 @@
+// nn/module.cpp: the recursive walks over parameters, buffers and children.
+#include "nn/module.h"
+
+namespace engine::nn {
+
+void Module::collect(const std::string& prefix, bool params, bool buffers,
+                     NamedTensors* out) const {
+  if (params)
+    for (auto& [n, t] : params_) out->emplace_back(prefix + n, t);
+  if (buffers)
+    for (auto& [n, t] : buffers_) out->emplace_back(prefix + n, t);
+  for (auto& [n, m] : children_) m->collect(prefix + n + ".", params, buffers, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, false, &out);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, true, &out);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  collect("", true, true, &out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, m] : children_) m->train(on);
+}
+
+void Module::to(Device d) {
+  // The TensorImpl stays (layers and optimizers hold handles to it); its storage moves.
+  auto move = [&](Tensor& t) {
+    if (t.device() == d) return;
+    Tensor moved = t.to(d);
+    t.impl()->storage = moved.impl()->storage;
+    t.impl()->offset_bytes = 0;
+    t.set_grad(Tensor());
+  };
+  for (auto& [n, t] : params_) move(t);
+  for (auto& [n, t] : buffers_) move(t);
+  for (auto& [n, m] : children_) m->to(d);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, t] : params_) t.set_grad(Tensor());
+  for (auto& [n, m] : children_) m->zero_grad();
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  t.set_requires_grad(true);
+  t.impl()->name = name;
+  params_.emplace_back(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, t);
+  return t;
+}
+
+}  // namespace engine::nn

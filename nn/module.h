@@ -1,0 +1,55 @@
+// nn/module.h: Module, the base of layers and models: named parameters, buffers and children
+// whose dotted names equal PyTorch's state_dict keys for the same model, and train/eval mode.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace engine::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // Recursive, in PyTorch's state_dict order: own entries first, then each child's.
+  NamedTensors named_parameters() const;
+  NamedTensors named_buffers() const;
+  NamedTensors state_dict() const;  // parameters and buffers interleaved as PyTorch orders them
+  std::vector<Tensor> parameters() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Moves every parameter and buffer to d (parameters stay leaves that require grad).
+  void to(Device d);
+  // Clears the gradients of every parameter (set to undefined, like set_to_none=True).
+  void zero_grad();
+
+ protected:
+  // Return handles that stay valid for the module's life (to() moves storage, not the tensor).
+  Tensor register_parameter(const std::string& name, Tensor t);
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+ private:
+  void collect(const std::string& prefix, bool params, bool buffers, NamedTensors* out) const;
+
+  // Params and buffers keep registration order; state_dict lists params then buffers per module.
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace engine::nn
