@@ -29,6 +29,9 @@ class Channel {
   virtual bool can_peek() const { return false; }
   virtual std::pair<const std::byte*, size_t> peek() { return {nullptr, 0}; }
   virtual void consume(size_t) {}
+  // Copies up to n readable bytes starting `offset` bytes past the read position, consuming
+  // nothing; returns the bytes copied (used to find a peer's Abort frame after it hung up).
+  virtual size_t peek_at(size_t offset, void* dst, size_t n) = 0;
   // A file descriptor poll() can wait on (sockets), or -1 (memory rings wait on a doorbell).
   virtual int poll_fd() const { return -1; }
   // Told by the transport when the peer's process is known to be gone (lost liveness socket):

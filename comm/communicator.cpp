@@ -339,15 +339,18 @@ size_t numel(const Tensor& t) {
 }  // namespace
 
 void Communicator::all_reduce(const Tensor& t, ReduceOp op) {
-  all_reduce(cpu_data(t, "all_reduce"), numel(t), t.dtype(), op);
+  void* p = cpu_data(t, "all_reduce");
+  all_reduce(p, numel(t), t.dtype(), op);
 }
 
 void Communicator::broadcast(const Tensor& t, int root) {
-  broadcast(cpu_data(t, "broadcast"), numel(t), t.dtype(), root);
+  void* p = cpu_data(t, "broadcast");
+  broadcast(p, numel(t), t.dtype(), root);
 }
 
 void Communicator::reduce(const Tensor& t, ReduceOp op, int root) {
-  reduce(cpu_data(t, "reduce"), numel(t), t.dtype(), op, root);
+  void* p = cpu_data(t, "reduce");
+  reduce(p, numel(t), t.dtype(), op, root);
 }
 
 void Communicator::all_gather(const Tensor& in, const Tensor& out) {
@@ -394,19 +397,23 @@ void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp 
 }
 
 void Communicator::send(const Tensor& t, int dst, int tag) {
-  send(cpu_data(t, "send"), numel(t), t.dtype(), dst, tag);
+  void* p = cpu_data(t, "send");
+  send(p, numel(t), t.dtype(), dst, tag);
 }
 
 void Communicator::recv(const Tensor& t, int src, int tag) {
-  recv(cpu_data(t, "recv"), numel(t), t.dtype(), src, tag);
+  void* p = cpu_data(t, "recv");
+  recv(p, numel(t), t.dtype(), src, tag);
 }
 
 Work Communicator::isend(const Tensor& t, int dst, int tag) {
-  return isend(cpu_data(t, "isend"), numel(t), t.dtype(), dst, tag);
+  void* p = cpu_data(t, "isend");
+  return isend(p, numel(t), t.dtype(), dst, tag);
 }
 
 Work Communicator::irecv(const Tensor& t, int src, int tag) {
-  return irecv(cpu_data(t, "irecv"), numel(t), t.dtype(), src, tag);
+  void* p = cpu_data(t, "irecv");
+  return irecv(p, numel(t), t.dtype(), src, tag);
 }
 
 Work Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {

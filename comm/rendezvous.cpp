@@ -42,6 +42,7 @@ TransportKind transport_kind_from_name(const std::string& s) {
 }
 
 std::string host_identity() {
+  if (const char* forced = std::getenv("ENGINE_COMM_HOST_ID"); forced && *forced) return forced;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   std::string boot;
@@ -153,13 +154,14 @@ std::unique_ptr<Communicator> init_communicator(const InitOptions& opts) {
 namespace {
 
 struct RankInfo {
-  std::string host_id, addr;
+  std::string host_id, addr, transport;
   int port = 0;
   uint64_t nonce = 0;
 };
 
 std::string encode(const RankInfo& i) {
-  return i.host_id + "\n" + i.addr + "\n" + std::to_string(i.port) + "\n" + std::to_string(i.nonce);
+  return i.host_id + "\n" + i.addr + "\n" + std::to_string(i.port) + "\n" +
+         std::to_string(i.nonce) + "\n" + i.transport;
 }
 
 RankInfo decode(const std::string& s, int rank) {
@@ -167,7 +169,7 @@ RankInfo decode(const std::string& s, int rank) {
   RankInfo i;
   std::string port, nonce;
   ENGINE_CHECK(std::getline(is, i.host_id) && std::getline(is, i.addr) && std::getline(is, port) &&
-                   std::getline(is, nonce),
+                   std::getline(is, nonce) && std::getline(is, i.transport),
                "rendezvous: malformed entry of rank ", rank, " in the store");
   i.port = std::stoi(port);
   i.nonce = std::stoull(nonce);
@@ -193,6 +195,7 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
 
   RankInfo me;
   me.host_id = host_identity();
+  me.transport = transport_kind_name(o.transport);
   Socket listener;
   if (world > 1) {
     listener = listen_tcp(o.bind_address, 0, "data port of rank " + std::to_string(rank));
@@ -226,6 +229,9 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
   std::vector<RankInfo> info(world);
   for (int r = 0; r < world; ++r) info[r] = decode(store->get(keys[r]), r);
   const uint64_t nonce = info[0].nonce;
+  for (int r = 0; r < world; ++r)
+    ENGINE_CHECK(info[r].transport == me.transport, "ranks disagree on the transport: rank ", r,
+                 " uses ", info[r].transport, ", rank ", rank, " uses ", me.transport);
 
   // Who talks how.
   std::vector<int> local;  // ranks sharing our host identity, ascending

@@ -56,7 +56,9 @@ std::unique_ptr<Communicator> init_communicator(const InitOptions& opts);
 std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store, int rank,
                                                    int world_size, const ConnectOptions& opts);
 
-// This host's identity: ranks with equal identities can share memory.
+// This host's identity: ranks with equal identities can share memory. Hostname, boot id and IPC
+// namespace, unless the environment variable ENGINE_COMM_HOST_ID sets it (to keep containers that
+// share a kernel apart, or to test mixed shm+tcp jobs on one machine).
 std::string host_identity();
 
 }  // namespace engine::comm

@@ -130,6 +130,23 @@ void RingChannel::consume(size_t n) {
   peer_bell_->ring();
 }
 
+size_t RingChannel::peek_at(size_t offset, void* dst, size_t n) {
+  const uint64_t cap = rx_->capacity;
+  const uint64_t tail = rx_->tail.load(std::memory_order_relaxed);
+  const uint64_t avail = rx_->head.load(std::memory_order_acquire) - tail;
+  if (offset >= avail) return 0;
+  n = std::min<uint64_t>(n, avail - offset);
+  const std::byte* data = ring_data(rx_);
+  auto* d = static_cast<std::byte*>(dst);
+  for (size_t i = 0; i < n;) {
+    size_t off = (tail + offset + i) % cap;
+    size_t k = std::min<size_t>(n - i, cap - off);
+    std::memcpy(d + i, data + off, k);
+    i += k;
+  }
+  return n;
+}
+
 size_t RingChannel::read_some(void* dst, size_t n) {
   auto* d = static_cast<std::byte*>(dst);
   size_t got = 0;

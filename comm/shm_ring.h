@@ -55,6 +55,7 @@ class RingChannel : public Channel {
   bool can_peek() const override { return true; }
   std::pair<const std::byte*, size_t> peek() override;
   void consume(size_t n) override;
+  size_t peek_at(size_t offset, void* dst, size_t n) override;
   void mark_peer_dead() override { peer_dead_ = true; }
   void close() noexcept override;
 

@@ -244,7 +244,10 @@ TcpStore::TcpStore(const std::string& host, int port, bool serve, Millis timeout
   }
   Deadline deadline = Deadline::after(timeout);
   try {
-    sock_ = connect_tcp(serve ? "127.0.0.1" : host_, port_, deadline,
+    // Rank 0 reaches its own server through the address the others use, so that the local address
+    // of this connection (advertised to peers) is one they can reach.
+    const bool any = bind_host.empty() || bind_host == "0.0.0.0";
+    sock_ = connect_tcp(serve && !any ? bind_host : host_, port_, deadline,
                         "rendezvous store served by rank 0");
     uint32_t hello[2] = {kMagic, kVersion};
     send_all(sock_, hello, sizeof hello, deadline, describe());

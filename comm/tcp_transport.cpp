@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 
@@ -50,6 +51,17 @@ size_t SocketChannel::read_some(void* dst, size_t n) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     throw ChannelError("closed the connection (" + errno_str(errno) + "): did it exit or crash?");
   }
+}
+
+size_t SocketChannel::peek_at(size_t offset, void* dst, size_t n) {
+  constexpr size_t kMaxPeek = 8 << 20;
+  if (offset + n > kMaxPeek) return 0;
+  std::vector<char> buf(offset + n);
+  ssize_t got = recv(sock_.fd(), buf.data(), buf.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (got <= static_cast<ssize_t>(offset)) return 0;
+  size_t k = std::min(n, static_cast<size_t>(got) - offset);
+  std::memcpy(dst, buf.data() + offset, k);
+  return k;
 }
 
 void SocketChannel::close() noexcept {

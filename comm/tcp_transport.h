@@ -20,6 +20,7 @@ class SocketChannel : public Channel {
   ~SocketChannel() override;
   size_t writev_some(const iovec* iov, int iovcnt) override;
   size_t read_some(void* dst, size_t n) override;
+  size_t peek_at(size_t offset, void* dst, size_t n) override;
   int poll_fd() const override { return sock_.fd(); }
   void mark_peer_dead() override { peer_closed_ = true; }
   // Half-closes (FIN after the bytes already written): the fd stays open until destruction, so

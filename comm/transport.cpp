@@ -68,7 +68,7 @@ RequestPtr Transport::post(RequestPtr r) {
       bool moved = r->is_send ? progress_send(l) : progress_recv(l, r->peer);
       if (moved) cv_.notify_all();
     } catch (const ChannelError& e) {
-      fail(who(r->peer) + " " + e.what(), false, "");
+      fail_channel(r->peer, e, *r);
     }
   } else if (bell_) {
     bell_->ring();  // wake the driver so that it looks at the new request
@@ -265,14 +265,41 @@ bool Transport::progress_locked() {
         if (!l.sends.empty()) moved |= progress_send(l);
         if (!l.recvs.empty()) moved |= progress_recv(l, p);
       } catch (const ChannelError& e) {
-        const RequestPtr& r = !l.recvs.empty() ? l.recvs.front() : l.sends.front();
-        fail(who(rank_) + ": " + who(p) + " " + e.what() + " (during " +
-                 r->hdr.fingerprint().str() + ")",
-             false, "");
+        fail_channel(p, e, !l.recvs.empty() ? *l.recvs.front() : *l.sends.front());
       }
     }
   }
   return moved;
+}
+
+std::string Transport::salvage_abort(int peer) {
+  Lane& l = lane(peer, Stream::Coll);
+  if (!l.ch) return "";
+  try {
+    // Skip the rest of the frame being read, then walk whole frames.
+    size_t off = 0;
+    if (!l.recvs.empty()) {
+      const Request& r = *l.recvs.front();
+      if (r.hdr_done > 0 && r.hdr_done < kHeader) return "";
+      if (r.hdr_done == kHeader) {
+        if (r.got.kind != static_cast<uint8_t>(FrameKind::Data)) return "";
+        off = r.nbytes - r.done - l.scratch_fill + frame_pad(r.nbytes) - r.pad_done;
+      }
+    }
+    for (int frames = 0; frames < 1024; ++frames) {
+      FrameHeader h;
+      if (l.ch->peek_at(off, &h, kHeader) < kHeader || h.magic != FrameHeader::kMagic) return "";
+      if (h.kind == static_cast<uint8_t>(FrameKind::Abort)) {
+        if (h.nbytes > kMaxAbortText) return "";
+        std::string why(h.nbytes, '\0');
+        if (l.ch->peek_at(off + kHeader, why.data(), why.size()) < why.size()) return "";
+        return why;
+      }
+      off += kHeader + h.nbytes + frame_pad(h.nbytes);
+    }
+  } catch (...) {
+  }
+  return "";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -401,6 +428,16 @@ bool Transport::test(const RequestPtr& r) {
 
 // ---------------------------------------------------------------------------------------------
 // Failure
+
+void Transport::fail_channel(int peer, const ChannelError& e, const Request& during) {
+  // A peer that aborted hangs up after its Abort frame: report its reason, not the hang-up.
+  std::string why = salvage_abort(peer);
+  if (!why.empty())
+    fail(who(rank_) + ": the collective was aborted by " + who(peer) + ": " + why, false, why);
+  fail(who(rank_) + ": " + who(peer) + " " + e.what() + " (during " +
+           during.hdr.fingerprint().str() + ")",
+       false, "");
+}
 
 void Transport::fail(const std::string& msg, bool timeout, const std::string& root_cause) {
   if (broken_.empty()) broken_ = msg;

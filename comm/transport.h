@@ -104,9 +104,12 @@ class Transport {
   void check_header(const Request& r);
   void block(std::unique_lock<std::mutex>& lk, Deadline deadline, uint32_t bell_seen);
   void check_liveness();
+  // The reason in an Abort frame that `peer` left unread on its collective lane, or "".
+  std::string salvage_abort(int peer);
   // Breaks the transport with msg and throws it (TimeoutError when timeout). root_cause is what the
   // Abort frames tell the peers (msg when empty).
   [[noreturn]] void fail(const std::string& msg, bool timeout, const std::string& root_cause);
+  [[noreturn]] void fail_channel(int peer, const ChannelError& e, const Request& during);
   void abort_locked(const std::string& reason) noexcept;
   std::string unusable() const;
   std::string who(int peer) const { return "rank " + std::to_string(peer); }

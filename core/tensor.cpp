@@ -1,6 +1,7 @@
 // core/tensor.cpp: Tensor construction, copies across devices, views and in-place basics.
 #include "core/tensor.h"
 
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -40,7 +41,13 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
   data = n ? device_alloc(d, n) : nullptr;
 }
 Storage::~Storage() {
-  if (data) device_free(device, data, nbytes);
+  if (!data) return;
+  try {
+    device_free(device, data, nbytes);
+  } catch (const std::exception& e) {  // destructors never throw: log and go on
+    std::fprintf(stderr, "engine: freeing %zu bytes on %s failed: %s\n", nbytes,
+                 device.str().c_str(), e.what());
+  }
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dt, Device d) {

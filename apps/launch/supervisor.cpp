@@ -271,8 +271,10 @@ int Supervisor::run() {
 
   while (any_running()) {
     int timeout_ms = 100;  // backstop: a SIGCHLD handler is optional
-    if (stopping_ && !killed_)
-      timeout_ms = std::max(0, std::min(timeout_ms, static_cast<int>((kill_at_ - now_s()) * 1000)));
+    if (stopping_ && !killed_) {
+      const double left_ms = (kill_at_ - now_s()) * 1000;
+      if (left_ms < timeout_ms) timeout_ms = left_ms > 0 ? static_cast<int>(left_ms) : 0;
+    }
     pump(timeout_ms);
     const int requests = stop_requests_.load();
     if (requests > stop_requests_seen_) {

@@ -32,7 +32,9 @@ TEST(Faults, MismatchedCountsFailOnEveryRankNamingBoth) {
   });
   EXPECT_LT(Clock::now() - t0, Millis(3000)) << "must not wait for the timeout";
   for (int r = 0; r < W; ++r) {
-    EXPECT_TRUE(has(errs[r], "collective mismatch")) << "rank " << r << ": " << errs[r];
+    EXPECT_TRUE(has(errs[r], "collective mismatch"))
+        << "rank " << r << ": " << errs[r] << "\n0: " << errs[0] << "\n1: " << errs[1]
+        << "\n2: " << errs[2];
     EXPECT_TRUE(has(errs[r], "count=20") && has(errs[r], "count=10")) << errs[r];
     EXPECT_TRUE(has(errs[r], "rank 2")) << errs[r];
   }

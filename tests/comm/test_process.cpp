@@ -2,6 +2,7 @@
 // store), over TCP and over shared memory; and the Tensor overloads.
 #include <gtest/gtest.h>
 
+#include "comm/mem_store.h"
 #include "comm/mem_transport.h"
 #include "comm/rendezvous.h"
 #include "core/tensor.h"
@@ -61,6 +62,50 @@ INSTANTIATE_TEST_SUITE_P(Transports, Processes,
                            return std::string(transport_kind_name(p.param.transport)) + "_W" +
                                   std::to_string(p.param.world);
                          });
+
+// Two "hosts" of two ranks each on one machine (ENGINE_COMM_HOST_ID): shared memory inside a host,
+// TCP between them.
+TEST(Processes, MixedShmAndTcp) {
+  const int W = 4, port = testing::free_port();
+  auto codes = testing::run_processes(W, [&](int r) {
+    setenv("ENGINE_COMM_HOST_ID", r < 2 ? "host-a" : "host-b", 1);
+    InitOptions o;
+    o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+    o.rank = r;
+    o.world_size = W;
+    o.connect.timeout = Millis(20000);
+    auto c = init_communicator(o);
+    if (c->transport_kind() != "shm+tcp") throw Error("transport " + c->transport_kind());
+    if (c->local_size() != 2 || c->local_rank() != r % 2) throw Error("bad local rank");
+    for (size_t n : {size_t(1), size_t(1013), size_t(1 << 18)}) {
+      std::vector<float> b(n);
+      for (size_t i = 0; i < n; ++i) b[i] = testing::fval(r, i);
+      c->all_reduce(b.data(), n, DType::F32);
+      for (size_t i = 0; i < n; ++i) {
+        float e = 0;
+        for (int q = 0; q < W; ++q) e += testing::fval(q, i);
+        if (b[i] != e) throw Error("all_reduce wrong at " + std::to_string(i));
+      }
+      std::vector<float> all(n * W);
+      c->all_gather(b.data(), all.data(), n, DType::F32);
+      if (all[(W - 1) * n] != b[0]) throw Error("all_gather wrong");
+    }
+    c->barrier();
+  });
+  for (int r = 0; r < W; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+TEST(Processes, TransportDisagreementIsAnError) {
+  auto store = std::make_shared<MemStore>(Millis(5000));
+  auto errs = testing::run_threads(2, [&](int r) {
+    ConnectOptions o;
+    o.timeout = Millis(5000);
+    o.transport = r == 0 ? TransportKind::Tcp : TransportKind::Shm;
+    connect_communicator(store, r, 2, o);
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(errs[r].find("disagree on the transport"), std::string::npos) << errs[r];
+}
 
 TEST(TensorOverloads, CpuTensors) {
   const int W = 3;

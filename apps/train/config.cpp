@@ -1,0 +1,64 @@
+// apps/train/config.cpp: train's flags and their checks.
+#include "apps/train/config.h"
+
+#include "nn/models.h"
+
+namespace engine::apps {
+
+void declare_train_flags(Flags& f, TrainConfig& c) {
+  f.add_choice("model", &c.model, {"simplecnn", "convnet", "net", "linear"}, "model to train");
+  f.add("data-dir", &c.data_dir, "folder with the MNIST-format IDX files (raw or .gz)");
+  f.add("epochs", &c.epochs, "epochs to train");
+  f.add("steps", &c.steps, "stop after this many optimizer steps in all (0: no limit)");
+  f.add("batch-size", &c.batch_size, "global batch size (split evenly across ranks)");
+  f.add("lr", &c.lr, "learning rate");
+  f.add("momentum", &c.momentum, "SGD momentum");
+  f.add_choice("optimizer", &c.optimizer, {"sgd", "adam"}, "optimizer");
+  f.add("seed", &c.seed, "seed of initialisation, sharding, shuffling and dropout");
+  f.add("threads", &c.threads, "CPU threads for kernels (0: $ENGINE_THREADS or all cores)");
+  f.add_choice("shuffle", &c.shuffle, {"on", "off"},
+               "reshuffle the shard every epoch; off: batches in shard order");
+  f.add("dropout", &c.dropout, "override every dropout probability (< 0: model defaults)");
+  f.add("init-from", &c.init_from, "load initial parameters and buffers (safetensors)");
+  f.add("save", &c.save, "write the final parameters and buffers (safetensors)");
+  f.add("checkpoint", &c.checkpoint,
+        "write a training checkpoint (weights, optimizer, position, RNG) after every epoch");
+  f.add("resume", &c.resume, "continue from a training checkpoint");
+  f.add("metrics", &c.metrics, "write one JSON line per epoch to this file");
+  f.add_choice("backend", &c.backend, {"ring", "nccl"},
+               "collectives: our ring (CPU tensors) or NCCL (CUDA tensors)");
+  f.add("init-method", &c.init_method,
+        "rendezvous: env:// (torchrun, Open MPI or Slurm variables), tcp://host:port, file:///path");
+  f.add("world-size", &c.world_size, "number of ranks (-1: from the environment)");
+  f.add("rank", &c.rank, "this process's rank (-1: from the environment)");
+  f.add_choice("sync", &c.sync, {"allreduce", "reduce-broadcast", "bucketed"},
+               "gradient synchronisation");
+  f.add_choice("sharding", &c.sharding, {"partition", "sampler"},
+               "partition: the tutorials' DataPartitioner; sampler: DistributedSampler");
+  f.add("bucket-mb", &c.bucket_mb, "bucket size of --sync bucketed, in MiB");
+  f.add_choice("transport", &c.transport, {"auto", "tcp", "shm"},
+               "how ranks talk: shared memory on one host, TCP between hosts");
+  f.add("timeout", &c.timeout_s, "seconds any wait for another rank may take");
+  f.add_switch("drop-last", &c.drop_last,
+               "--sharding sampler: cut the dataset to a multiple of the world size");
+}
+
+void validate(const TrainConfig& c) {
+  ENGINE_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
+  ENGINE_CHECK(c.steps >= 0, "--steps must be 0 or more, got ", c.steps);
+  ENGINE_CHECK(c.batch_size >= 1, "--batch-size must be at least 1, got ", c.batch_size);
+  ENGINE_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
+  ENGINE_CHECK(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), got ",
+               c.momentum);
+  ENGINE_CHECK(c.threads >= 0, "--threads must be 0 or more, got ", c.threads);
+  ENGINE_CHECK(c.dropout <= 1, "--dropout must be at most 1, got ", c.dropout);
+  ENGINE_CHECK(c.seed >= 0, "--seed must be 0 or more, got ", c.seed);
+  ENGINE_CHECK(c.bucket_mb > 0, "--bucket-mb must be positive, got ", c.bucket_mb);
+  ENGINE_CHECK(c.timeout_s > 0, "--timeout must be positive, got ", c.timeout_s);
+  ENGINE_CHECK(!c.drop_last || c.sharding == "sampler",
+               "--drop-last applies to --sharding sampler only");
+  ENGINE_CHECK(c.init_from.empty() || c.resume.empty(),
+               "--init-from and --resume both give initial weights: choose one");
+}
+
+}  // namespace engine::apps

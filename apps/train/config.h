@@ -1,0 +1,42 @@
+// apps/train/config.h: everything `train` is told on its command line.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "apps/flags.h"
+
+namespace engine::apps {
+
+struct TrainConfig {
+  std::string model = "simplecnn";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t epochs = 1;
+  int64_t steps = 0;  // 0: no limit
+  int64_t batch_size = 128;  // global batch, split across ranks
+  double lr = 0.01;
+  double momentum = 0.5;
+  std::string optimizer = "sgd";
+  int64_t seed = 1234;
+  int64_t threads = 0;  // 0: ENGINE_THREADS or all cores
+  std::string shuffle = "on";
+  double dropout = -1;  // < 0: the models' own probabilities
+  std::string init_from, save, checkpoint, resume, metrics;
+  // Data parallelism (one process per rank).
+  std::string backend = "ring";
+  std::string init_method = "env://";
+  int64_t world_size = -1;  // -1: from the init method's environment
+  int64_t rank = -1;
+  std::string sync = "bucketed";
+  std::string sharding = "partition";
+  double bucket_mb = 25;
+  std::string transport = "auto";
+  double timeout_s = 300;
+  bool drop_last = false;
+};
+
+// Declares train's flags on f, bound to c.
+void declare_train_flags(Flags& f, TrainConfig& c);
+// Checks values that flags alone cannot (ranges, combinations); throws engine::Error.
+void validate(const TrainConfig& c);
+
+}  // namespace engine::apps

@@ -1,0 +1,51 @@
+// apps/train/report.h: what train tells people (progress bar or plain lines, epoch lines) and
+// scripts (--metrics JSON lines).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace engine::apps {
+
+struct EpochResult {
+  int64_t epoch = 0, step = 0;
+  double train_loss = 0, test_loss = 0, test_acc = 0;
+  int64_t test_correct = 0, test_count = 0;
+  double images_per_s = 0, wall_s = 0;
+};
+
+// Progress within an epoch: a carriage-return bar on a terminal, a plain line every
+// `line_every` batches otherwise.
+class Progress {
+ public:
+  Progress(int rank, bool enabled);
+  void start_epoch(int64_t epoch, int64_t batches, int64_t first_batch);
+  void update(int64_t batch, double loss, int64_t images);
+  void finish();
+
+ private:
+  int rank_;
+  bool enabled_, tty_;
+  int64_t epoch_ = 0, batches_ = 0, first_ = 0, images_ = 0;
+  std::chrono::steady_clock::time_point t0_, last_;
+};
+
+// Prints the tutorial's epoch line and the test result.
+void print_epoch(int rank, const EpochResult& r);
+
+// Appends one JSON object per epoch to a file (created or truncated at open, appended on resume).
+class MetricsWriter {
+ public:
+  MetricsWriter(const std::string& path, bool append);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  void write(const EpochResult& r);
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
+
+}  // namespace engine::apps

@@ -1,0 +1,146 @@
+// comm/grad_sync.cpp: the three gradient synchronisations.
+#include "comm/grad_sync.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace engine::comm {
+
+struct GradSync::Bucket {
+  Tensor flat;         // (count) packed gradients
+  size_t pending = 0;  // gradients not yet packed this step
+  bool launched = false;
+  Work work;
+};
+
+SyncMode sync_mode_from_name(const std::string& s) {
+  if (s == "allreduce") return SyncMode::AllReduce;
+  if (s == "reduce-broadcast") return SyncMode::ReduceBroadcast;
+  if (s == "bucketed") return SyncMode::Bucketed;
+  ENGINE_FAIL("unknown gradient sync '", s, "': expected allreduce|reduce-broadcast|bucketed");
+}
+
+const char* sync_mode_name(SyncMode m) {
+  switch (m) {
+    case SyncMode::AllReduce:
+      return "allreduce";
+    case SyncMode::ReduceBroadcast:
+      return "reduce-broadcast";
+    case SyncMode::Bucketed:
+      return "bucketed";
+  }
+  return "?";
+}
+
+GradSync::GradSync(Communicator& comm, NamedParams params, SyncMode mode, size_t bucket_bytes)
+    : comm_(comm), params_(std::move(params)), mode_(mode) {
+  for (auto& [n, p] : params_)
+    ENGINE_CHECK(p.dtype() == DType::F32 && p.device().is_cpu(), "gradient sync: parameter '", n,
+                 "' must be a float32 CPU tensor");
+  if (mode_ != SyncMode::Bucketed) return;
+  ENGINE_CHECK(bucket_bytes >= 4, "gradient sync: bucket size ", bucket_bytes,
+               " bytes is too small");
+  // Reverse order: the last layer's gradients are final first during backward.
+  bucket_of_.resize(params_.size());
+  offset_of_.resize(params_.size());
+  size_t bytes = 0;
+  for (size_t i = params_.size(); i-- > 0;) {
+    size_t nb = params_[i].second.nbytes();
+    if (bucket_params_.empty() || (bytes > 0 && bytes + nb > bucket_bytes)) {
+      bucket_params_.emplace_back();
+      bytes = 0;
+    }
+    bucket_of_[i] = bucket_params_.size() - 1;
+    offset_of_[i] = bytes / 4;
+    bucket_params_.back().push_back(i);
+    bytes += nb;
+  }
+  for (auto& members : bucket_params_) {
+    auto* b = new Bucket;
+    size_t count = 0;
+    for (size_t i : members) count += params_[i].second.numel();
+    b->flat = Tensor::zeros({static_cast<int64_t>(count)});
+    buckets_.push_back(b);
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i].second.register_grad_ready_hook([this, i, alive = alive_](const Tensor& g) {
+      if (*alive) on_grad_ready(i, g);
+    });
+}
+
+GradSync::~GradSync() {
+  *alive_ = false;  // the hooks stay on the parameters; they must not reach a dead GradSync
+  for (Bucket* b : buckets_) {
+    try {
+      if (b->work.valid()) b->work.wait();
+    } catch (...) {
+      // The error was or will be reported by finish(); a destructor never throws.
+    }
+    delete b;
+  }
+}
+
+void GradSync::begin() {
+  armed_ = true;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    buckets_[k]->pending = bucket_params_[k].size();
+    buckets_[k]->launched = false;
+    buckets_[k]->work = Work();
+  }
+}
+
+void GradSync::on_grad_ready(size_t i, const Tensor& g) {
+  if (!armed_) return;
+  Bucket* b = buckets_[bucket_of_[i]];
+  std::memcpy(b->flat.data<float>() + offset_of_[i], g.data<float>(), g.nbytes());
+  if (--b->pending == 0) launch(bucket_of_[i]);
+}
+
+void GradSync::launch(size_t k) {
+  Bucket* b = buckets_[k];
+  b->launched = true;
+  b->work = comm_.all_reduce_async(b->flat, ReduceOp::AVG);
+}
+
+void GradSync::finish() {
+  armed_ = false;
+  const int world = comm_.size();
+  if (mode_ == SyncMode::Bucketed) {
+    // Buckets whose parameters did not all get gradients: zeros stand in, then launch in order.
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      Bucket* b = buckets_[k];
+      if (b->launched) continue;
+      for (size_t i : bucket_params_[k])
+        if (!params_[i].second.grad().defined())
+          std::memset(b->flat.data<float>() + offset_of_[i], 0, params_[i].second.nbytes());
+      launch(k);
+    }
+    for (size_t k = 0; k < buckets_.size(); ++k) buckets_[k]->work.wait();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor& p = params_[i].second;
+      if (!p.grad().defined()) p.set_grad(Tensor::empty(p.shape()));
+      std::memcpy(p.grad().data<float>(),
+                  buckets_[bucket_of_[i]]->flat.data<float>() + offset_of_[i], p.nbytes());
+    }
+    return;
+  }
+  for (auto& [n, p] : params_) {
+    if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape()));
+    Tensor g = p.grad();
+    if (mode_ == SyncMode::AllReduce) {
+      comm_.all_reduce(g, ReduceOp::SUM);
+      g.mul_(1.0f / static_cast<float>(world));
+    } else {
+      comm_.reduce(g, ReduceOp::SUM, 0);
+      if (comm_.rank() == 0) g.mul_(1.0f / static_cast<float>(world));
+      comm_.broadcast(g, 0);
+    }
+  }
+}
+
+void broadcast_tensors(Communicator& comm, const NamedParams& tensors, int root) {
+  for (auto& [n, t] : tensors) comm.broadcast(t, root);
+}
+
+}  // namespace engine::comm

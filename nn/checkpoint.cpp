@@ -1,0 +1,128 @@
+// nn/checkpoint.cpp: between Modules/Optimizers and safetensors files.
+#include "nn/checkpoint.h"
+
+#include <cstring>
+#include <set>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "nn/safetensors.h"
+
+namespace engine::nn {
+namespace {
+
+constexpr const char* kOptPrefix = "optimizer.";
+
+StEntry to_entry(const std::string& name, const Tensor& t) {
+  Tensor c = t.to(Device::cpu());
+  StEntry e{name, c.dtype(), c.shape(), {}};
+  e.bytes.assign(static_cast<const char*>(c.raw_data()), c.nbytes());
+  return e;
+}
+
+void from_entry(const StEntry& e, Tensor& t, const std::string& path) {
+  ENGINE_CHECK(e.dtype == t.dtype(), path, ": '", e.name, "' is ", dtype_name(e.dtype),
+               ", the model expects ", dtype_name(t.dtype()));
+  ENGINE_CHECK(e.shape == t.shape(), path, ": '", e.name, "' has shape ", shape_str(e.shape),
+               ", the model expects ", shape_str(t.shape()));
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  if (!e.bytes.empty()) std::memcpy(host.raw_data(), e.bytes.data(), e.bytes.size());
+  t.copy_from(host);
+}
+
+std::vector<StEntry> model_entries(const Module& m) {
+  std::vector<StEntry> out;
+  for (auto& [n, t] : m.state_dict()) out.push_back(to_entry(n, t));
+  return out;
+}
+
+// Loads the model's keys from f; `allowed_prefix` names extra keys that are not the model's.
+void load_model_entries(const StFile& f, Module& m, const std::string& path,
+                        const std::string& allowed_prefix) {
+  std::set<std::string> wanted;
+  for (auto& [n, t] : m.state_dict()) {
+    const StEntry* e = f.find(n);
+    ENGINE_CHECK(e, path, ": missing '", n, "' (the model has it, the file does not)");
+    from_entry(*e, t, path);
+    wanted.insert(n);
+  }
+  for (const StEntry& e : f.entries) {
+    if (wanted.count(e.name)) continue;
+    if (!allowed_prefix.empty() && e.name.rfind(allowed_prefix, 0) == 0) continue;
+    ENGINE_FAIL(path, ": unexpected '", e.name, "' (the file has it, the model does not)");
+  }
+}
+
+uint64_t meta_u64(const StFile& f, const std::string& key, const std::string& path) {
+  auto it = f.metadata.find(key);
+  ENGINE_CHECK(it != f.metadata.end(), path, ": not a training checkpoint (no '", key,
+               "' in its metadata)");
+  try {
+    size_t used = 0;
+    uint64_t v = std::stoull(it->second, &used);
+    ENGINE_CHECK(used == it->second.size(), "trailing characters");
+    return v;
+  } catch (const std::exception&) {
+    ENGINE_FAIL(path, ": metadata '", key, "' is '", it->second, "', not a number");
+  }
+}
+
+}  // namespace
+
+void save_state_dict(const std::string& path, const Module& m,
+                     const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, std::string> meta = metadata;
+  meta.emplace("format", "pt");
+  save_safetensors(path, model_entries(m), meta);
+}
+
+void load_state_dict(const std::string& path, Module& m) {
+  NoGradGuard ng;
+  load_model_entries(load_safetensors(path), m, path, "");
+}
+
+void save_training_checkpoint(const std::string& path, const Module& m, const Optimizer& opt,
+                              const TrainPosition& pos) {
+  std::vector<StEntry> entries = model_entries(m);
+  for (auto& [n, t] : opt.state()) entries.push_back(to_entry(kOptPrefix + n, t));
+  std::map<std::string, std::string> meta = pos.extra;
+  meta["format"] = "pt";
+  meta["engine.checkpoint"] = "train-v1";
+  meta["engine.epoch"] = std::to_string(pos.epoch);
+  meta["engine.batch_in_epoch"] = std::to_string(pos.batch_in_epoch);
+  meta["engine.step"] = std::to_string(pos.step);
+  meta["engine.optimizer_steps"] = std::to_string(opt.steps());
+  meta["engine.init_seed"] = std::to_string(pos.init_seed);
+  meta["engine.dropout_seed"] = std::to_string(pos.dropout_seed);
+  meta["engine.dropout_offset"] = std::to_string(pos.dropout_offset);
+  save_safetensors(path, entries, meta);
+}
+
+TrainPosition load_training_checkpoint(const std::string& path, Module& m, Optimizer& opt) {
+  NoGradGuard ng;
+  StFile f = load_safetensors(path);
+  TrainPosition pos;
+  pos.epoch = static_cast<int64_t>(meta_u64(f, "engine.epoch", path));
+  pos.batch_in_epoch = static_cast<int64_t>(meta_u64(f, "engine.batch_in_epoch", path));
+  pos.step = static_cast<int64_t>(meta_u64(f, "engine.step", path));
+  pos.init_seed = meta_u64(f, "engine.init_seed", path);
+  pos.dropout_seed = meta_u64(f, "engine.dropout_seed", path);
+  pos.dropout_offset = meta_u64(f, "engine.dropout_offset", path);
+  int64_t opt_steps = static_cast<int64_t>(meta_u64(f, "engine.optimizer_steps", path));
+  load_model_entries(f, m, path, kOptPrefix);
+  NamedTensors state;
+  for (const StEntry& e : f.entries) {
+    if (e.name.rfind(kOptPrefix, 0) != 0) continue;
+    ENGINE_CHECK(e.dtype == DType::F32, path, ": optimizer state '", e.name, "' is ",
+                 dtype_name(e.dtype));
+    Tensor t = Tensor::empty(e.shape);
+    if (!e.bytes.empty()) std::memcpy(t.raw_data(), e.bytes.data(), e.bytes.size());
+    state.emplace_back(e.name.substr(std::strlen(kOptPrefix)), t);
+  }
+  opt.load_state(state, opt_steps);
+  for (auto& [k, v] : f.metadata)
+    if (k.rfind("engine.", 0) != 0 && k != "format") pos.extra[k] = v;
+  return pos;
+}
+
+}  // namespace engine::nn

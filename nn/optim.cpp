@@ -1,0 +1,102 @@
+// nn/optim.cpp: SGD and Adam over a model's parameters, on the parameters' device.
+#include "nn/optim.h"
+
+#include "core/error.h"
+#include "kernels/cpu/optim.h"
+
+namespace engine::nn {
+namespace {
+
+// Finds a named state tensor, checking its shape against the parameter it belongs to.
+Tensor find_state(const NamedTensors& state, const std::string& key, const Tensor& param) {
+  for (auto& [n, t] : state) {
+    if (n != key) continue;
+    ENGINE_CHECK(t.numel() == param.numel(), "optimizer state '", key, "' has shape ",
+                 shape_str(t.shape()), ", parameter has ", shape_str(param.shape()));
+    Tensor c = Tensor::empty(param.shape(), DType::F32, param.device());
+    c.copy_from(t);
+    return c;
+  }
+  return Tensor();
+}
+
+void check_cpu(const Tensor& p, const std::string& name) {
+  ENGINE_CHECK(p.device().is_cpu(), "optimizer: parameter '", name, "' is on ",
+               p.device().str(), "; this build's optimizers run on cpu");
+}
+
+}  // namespace
+
+void Optimizer::zero_grad() {
+  for (auto& [n, p] : params_) p.set_grad(Tensor());
+}
+
+SGD::SGD(NamedTensors params, kernels::SgdConfig cfg)
+    : Optimizer(std::move(params)), cfg_(cfg), momentum_(params_.size()) {}
+
+void SGD::step() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& [name, p] = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    check_cpu(p, name);
+    bool first = !momentum_[i].defined();
+    if (first && cfg_.momentum != 0.0) momentum_[i] = Tensor::empty(p.shape());
+    float* buf = cfg_.momentum != 0.0 ? momentum_[i].data<float>() : nullptr;
+    kernels::cpu::sgd_step(p.data<float>(), g.data<float>(), buf, p.numel(), cfg_, first);
+  }
+  ++steps_;
+}
+
+NamedTensors SGD::state() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (momentum_[i].defined()) out.emplace_back(params_[i].first + ".momentum_buffer", momentum_[i]);
+  return out;
+}
+
+void SGD::load_state(const NamedTensors& state, int64_t steps) {
+  for (size_t i = 0; i < params_.size(); ++i)
+    momentum_[i] = find_state(state, params_[i].first + ".momentum_buffer", params_[i].second);
+  steps_ = steps;
+}
+
+Adam::Adam(NamedTensors params, kernels::AdamConfig cfg)
+    : Optimizer(std::move(params)), cfg_(cfg), exp_avg_(params_.size()),
+      exp_avg_sq_(params_.size()) {}
+
+void Adam::step() {
+  ++steps_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& [name, p] = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    check_cpu(p, name);
+    if (!exp_avg_[i].defined()) {
+      exp_avg_[i] = Tensor::zeros(p.shape());
+      exp_avg_sq_[i] = Tensor::zeros(p.shape());
+    }
+    kernels::cpu::adam_step(p.data<float>(), g.data<float>(), exp_avg_[i].data<float>(),
+                            exp_avg_sq_[i].data<float>(), p.numel(), cfg_, steps_);
+  }
+}
+
+NamedTensors Adam::state() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!exp_avg_[i].defined()) continue;
+    out.emplace_back(params_[i].first + ".exp_avg", exp_avg_[i]);
+    out.emplace_back(params_[i].first + ".exp_avg_sq", exp_avg_sq_[i]);
+  }
+  return out;
+}
+
+void Adam::load_state(const NamedTensors& state, int64_t steps) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    exp_avg_[i] = find_state(state, params_[i].first + ".exp_avg", params_[i].second);
+    exp_avg_sq_[i] = find_state(state, params_[i].first + ".exp_avg_sq", params_[i].second);
+  }
+  steps_ = steps;
+}
+
+}  // namespace engine::nn

@@ -1,0 +1,85 @@
+// tests/apps/test_train_dist.cpp: data-parallel `train` under `launch`: two ranks train exactly
+// like one (every --sync), and a rank that dies takes the job down with a message, never a hang.
+#include <chrono>
+#include <cmath>
+
+#include "tests/apps/train_fixture.h"
+
+using namespace engine;
+using namespace engine::testing;
+
+namespace {
+
+// Largest |a - b| / max(|a|, 1e-3 + |b|) over every tensor of two safetensors files.
+double max_rel_diff(const std::string& a, const std::string& b) {
+  StFile fa = load_safetensors(a), fb = load_safetensors(b);
+  double worst = 0;
+  for (const StEntry& e : fa.entries) {
+    if (e.dtype != DType::F32) continue;
+    std::vector<float> x = floats(fa, e.name), y = floats(fb, e.name);
+    EXPECT_EQ(x.size(), y.size()) << e.name;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+      worst = std::max(worst, std::abs(x[i] - y[i]) /
+                                  std::max<double>(std::abs(x[i]), 1e-3 + std::abs(y[i])));
+  }
+  return worst;
+}
+
+}  // namespace
+
+class TwoRanksLikeOne : public TrainTest,
+                        public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {
+};
+
+TEST_P(TwoRanksLikeOne, FinalParametersAgree) {
+  auto [model, sync] = GetParam();
+  std::string args = " --model " + model +
+                     " --dropout 0 --sharding sampler --shuffle off --batch-size 128 --steps 20 "
+                     "--epochs 5 --data-dir " + data_;
+  RunResult one = run(kTrain + args + " --threads 2 --save " + path("one.safetensors"));
+  ASSERT_EQ(one.code, 0) << one.output;
+  RunResult two = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
+                      " -- " + kTrain + args + " --sync " + sync + " --timeout 60 --save " +
+                      path("two.safetensors"));
+  ASSERT_EQ(two.code, 0) << two.output;
+  EXPECT_NE(two.output.find("[rank 0] World 2"), std::string::npos) << two.output;
+  EXPECT_LT(max_rel_diff(path("one.safetensors"), path("two.safetensors")), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Train, TwoRanksLikeOne,
+    ::testing::Values(std::make_tuple("linear", "bucketed"), std::make_tuple("linear", "allreduce"),
+                      std::make_tuple("linear", "reduce-broadcast"),
+                      std::make_tuple("simplecnn", "bucketed")),
+    [](const auto& info) {
+      std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+      for (char& c : s)
+        if (c == '-') c = '_';
+      return s;
+    });
+
+TEST_F(TrainTest, ConvnetTrainsOnTwoRanksWithBatchNormBroadcast) {
+  RunResult r = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
+                    " -- " + kTrain + " --model convnet --epochs 2 --timeout 60 --data-dir " +
+                    data_ + " --save " + path("c.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] Rank 0, epoch 1: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank 1] Rank"), std::string::npos) << "only rank 0 prints epochs";
+}
+
+TEST_F(TrainTest, AKilledRankStopsItsPeerWithAMessageNamingIt) {
+  // Two ranks started by hand (no launch to stop them); rank 1 is killed mid-training. Rank 0
+  // must exit non-zero well within --timeout, naming rank 1.
+  std::string train = kTrain + " --model simplecnn --epochs 50 --timeout 30 --data-dir " + data_;
+  std::string script = "export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                       std::to_string(port()) + "; RANK=0 " + train + " > " + path("out0") +
+                       " 2>&1 & p0=$!; RANK=1 " + train + " > /dev/null 2>&1 & p1=$!; " +
+                       "sleep 4; kill -9 $p1; wait $p0; echo rank0-exit=$?; cat " + path("out0");
+  auto t0 = std::chrono::steady_clock::now();
+  RunResult r = run("sh -c '" + script + "'");
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.output.find("rank0-exit=0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank0-exit="), std::string::npos) << r.output;
+  EXPECT_LT(s, 25) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+}

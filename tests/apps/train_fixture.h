@@ -1,0 +1,95 @@
+// tests/apps/train_fixture.h: a small learnable MNIST-format dataset written as IDX files, and a
+// way to run the built programs and read back what they wrote.
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "data/idx.h"
+#include "nn/safetensors.h"
+
+namespace engine::testing {
+
+namespace fs = std::filesystem;
+
+inline const std::string kBuild = ENGINE_BUILD_DIR;
+inline const std::string kTrain = kBuild + "/apps/train";
+inline const std::string kLaunchBin = kBuild + "/apps/launch";
+
+// n images of 28x28: class k lights up a 6x6 block at a position of its own, plus noise.
+inline void write_dataset(const std::string& dir, int64_t n_train, int64_t n_test) {
+  fs::create_directories(dir);
+  Generator g(42);
+  auto make = [&](const std::string& prefix, int64_t n, bool gz) {
+    std::vector<uint8_t> img(n * 784), lab(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int k = static_cast<int>(g.uniform() * 10) % 10;
+      lab[i] = static_cast<uint8_t>(k);
+      for (int p = 0; p < 784; ++p) img[i * 784 + p] = static_cast<uint8_t>(g.uniform() * 60);
+      int r0 = 2 + (k / 5) * 12, c0 = 1 + (k % 5) * 5;
+      for (int r = r0; r < r0 + 6; ++r)
+        for (int c = c0; c < c0 + 5; ++c) img[i * 784 + r * 28 + c] = 250;
+    }
+    std::string ext = gz ? ".gz" : "";
+    data::write_idx(dir + "/" + prefix + "-images-idx3-ubyte" + ext, {n, 28, 28}, img, gz);
+    data::write_idx(dir + "/" + prefix + "-labels-idx1-ubyte" + ext, {n}, lab, gz);
+  };
+  make("train", n_train, true);
+  make("t10k", n_test, false);
+}
+
+struct RunResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a shell command line; returns its exit code and output.
+inline RunResult run(const std::string& cmd) {
+  RunResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+// A temporary folder per test, removed afterwards.
+class TrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("engine_train_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    data_ = (dir_ / "data").string();
+    write_dataset(data_, 512, 200);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // A port for this test's rendezvous, different across tests and concurrent test processes.
+  static int port() {
+    static int next = 0;
+    return 20000 + (getpid() * 7 + next++ * 13) % 20000;
+  }
+  fs::path dir_;
+  std::string data_;
+};
+
+inline std::vector<float> floats(const StFile& f, const std::string& name) {
+  const StEntry* e = f.find(name);
+  EXPECT_TRUE(e) << name;
+  return e ? st_values<float>(*e) : std::vector<float>{};
+}
+
+}  // namespace engine::testing

@@ -1,0 +1,144 @@
+// Tests of nn/functional: forward values on hand-worked cases and gradients by finite differences.
+#include <gtest/gtest.h>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "nn/functional.h"
+#include "tests/nn/gradcheck.h"
+
+using namespace engine;
+using engine::testing::gradcheck;
+using engine::testing::random_tensor;
+
+namespace {
+Tensor leaf(const Shape& s, uint64_t seed) {
+  Tensor t = random_tensor(s, seed);
+  t.set_requires_grad(true);
+  return t;
+}
+}  // namespace
+
+TEST(Functional, LinearForwardByHand) {
+  Tensor x = Tensor::from_vector({1, 2}, {1, 2});
+  Tensor w = Tensor::from_vector({1, 0, 0, 1, 1, 1}, {3, 2});
+  Tensor b = Tensor::from_vector({0.5, 0, -1}, {3});
+  EXPECT_EQ(nn::linear(x, w, b).to_vector(), (std::vector<float>{1.5, 2, 2}));
+}
+
+TEST(Functional, LinearGrad) {
+  gradcheck([](auto& in) { return nn::linear(in[0], in[1], in[2]); },
+            {leaf({3, 4}, 1), leaf({5, 4}, 2), leaf({5}, 3)});
+}
+
+TEST(Functional, Conv2dForwardByHand) {
+  // 1x1x3x3 input, one 2x2 kernel of ones, stride 1, no padding: sums of 2x2 windows.
+  Tensor x = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  Tensor w = Tensor::full({1, 1, 2, 2}, 1.0f);
+  Tensor b = Tensor::from_vector({1}, {1});
+  EXPECT_EQ(nn::conv2d(x, w, b, 1, 0).to_vector(), (std::vector<float>{13, 17, 25, 29}));
+  // Padding 1, stride 2: windows at (-1,-1), (-1,1), (1,-1), (1,1).
+  EXPECT_EQ(nn::conv2d(x, w, b, 2, 1).to_vector(), (std::vector<float>{2, 6, 12, 29}));
+}
+
+TEST(Functional, Conv2dGrad) {
+  gradcheck([](auto& in) { return nn::conv2d(in[0], in[1], in[2], 1, 1); },
+            {leaf({2, 3, 5, 4}, 4), leaf({2, 3, 3, 3}, 5), leaf({2}, 6)});
+  gradcheck([](auto& in) { return nn::conv2d(in[0], in[1], in[2], 2, 0); },
+            {leaf({1, 2, 7, 6}, 7), leaf({3, 2, 3, 3}, 8), leaf({3}, 9)});
+}
+
+TEST(Functional, MaxPoolForwardAndGrad) {
+  Tensor x = Tensor::from_vector({1, 5, 2, 0, 3, 4, 8, 1, 0, 0, 1, 1, 9, 0, 1, 2}, {1, 1, 4, 4});
+  EXPECT_EQ(nn::max_pool2d(x, 2, 2).to_vector(), (std::vector<float>{5, 8, 9, 2}));
+  gradcheck([](auto& in) { return nn::max_pool2d(in[0], 2, 2); }, {leaf({2, 3, 6, 5}, 10)},
+            1e-3);
+}
+
+TEST(Functional, ReluForwardAndGrad) {
+  Tensor x = Tensor::from_vector({-1, 0.5, 2, -3}, {4});
+  EXPECT_EQ(nn::relu(x).to_vector(), (std::vector<float>{0, 0.5, 2, 0}));
+  gradcheck([](auto& in) { return nn::relu(in[0]); }, {leaf({3, 7}, 11)}, 1e-3);
+}
+
+TEST(Functional, LogSoftmaxNllAndCrossEntropy) {
+  Tensor x = Tensor::from_vector({0, 0, 0, 0}, {2, 2});
+  std::vector<float> y = nn::log_softmax(x).to_vector();
+  for (float v : y) EXPECT_NEAR(v, -0.693147f, 1e-6);
+  Tensor target = Tensor::from_vector_i64({1, 0}, {2});
+  EXPECT_NEAR(nn::cross_entropy(x, target).item(), 0.693147f, 1e-6);
+  Tensor logp = Tensor::from_vector({-1, -2, -3, -4}, {2, 2});
+  EXPECT_FLOAT_EQ(nn::nll_loss(logp, target).item(), 2.5f);  // (2 + 3) / 2
+  Tensor t3 = Tensor::from_vector_i64({2, 0, 4}, {3});
+  gradcheck([&](auto& in) { return nn::log_softmax(in[0]); }, {leaf({3, 5}, 12)});
+  gradcheck([&](auto& in) { return nn::cross_entropy(in[0], t3); }, {leaf({3, 5}, 13)});
+  EXPECT_THROW(nn::nll_loss(logp, Tensor::from_vector_i64({0, 2}, {2})), Error);
+}
+
+TEST(Functional, BatchNormTrainEvalAndGrad) {
+  Tensor x = Tensor::from_vector({1, 3, 5, 7}, {4, 1, 1, 1});
+  Tensor g = Tensor::full({1}, 1.0f), b = Tensor::zeros({1});
+  Tensor rm = Tensor::zeros({1}), rv = Tensor::full({1}, 1.0f);
+  std::vector<float> y = nn::batch_norm2d(x, g, b, rm, rv, true).to_vector();
+  // mean 4, biased var 5: (x - 4) / sqrt(5 + 1e-5)
+  EXPECT_NEAR(y[0], -3 / std::sqrt(5.00001f), 1e-5);
+  EXPECT_NEAR(rm.item(), 0.4f, 1e-6);                    // 0.1 * 4
+  EXPECT_NEAR(rv.item(), 0.9f + 0.1f * 20 / 3, 1e-5);    // unbiased var 20/3
+  std::vector<float> e = nn::batch_norm2d(x, g, b, rm, rv, false).to_vector();
+  EXPECT_NEAR(e[0], (1 - 0.4f) / std::sqrt(rv.item() + 1e-5f), 1e-5);
+  Tensor rm2 = Tensor::zeros({3}), rv2 = Tensor::full({3}, 1.0f);
+  gradcheck([&](auto& in) { return nn::batch_norm2d(in[0], in[1], in[2], rm2, rv2, true); },
+            {leaf({4, 3, 2, 3}, 14), leaf({3}, 15), leaf({3}, 16)}, 1e-2, 3e-2);
+}
+
+TEST(Functional, DropoutMaskScaleAndGrad) {
+  Generator gen(5);
+  Tensor x = Tensor::full({10000}, 1.0f);
+  std::vector<float> y = nn::dropout(x, 0.25f, true, gen).to_vector();
+  int zeros = 0;
+  for (float v : y) {
+    if (v == 0) ++zeros;
+    else EXPECT_FLOAT_EQ(v, 1 / 0.75f);
+  }
+  EXPECT_NEAR(zeros / 10000.0, 0.25, 0.02);
+  EXPECT_TRUE(nn::dropout(x, 0.5f, false, gen).same(x));  // eval: identity
+  // The same (seed, offset) gives the same mask: replay the generator for the gradient check.
+  gradcheck(
+      [](auto& in) {
+        Generator g(7);
+        return nn::dropout(in[0], 0.5f, true, g);
+      },
+      {leaf({4, 6}, 17)}, 1e-3);
+  gradcheck(
+      [](auto& in) {
+        Generator g(8);
+        return nn::dropout2d(in[0], 0.5f, true, g);
+      },
+      {leaf({2, 3, 2, 2}, 18)}, 1e-3);
+  Tensor x4 = Tensor::full({2, 8, 3, 3}, 1.0f);
+  std::vector<float> d2 = nn::dropout2d(x4, 0.5f, true, gen).to_vector();
+  for (int plane = 0; plane < 16; ++plane)
+    for (int i = 1; i < 9; ++i) EXPECT_EQ(d2[plane * 9 + i], d2[plane * 9]) << "plane " << plane;
+}
+
+TEST(Functional, ReshapeAndFlattenGrad) {
+  Tensor x = leaf({2, 3, 4}, 19);
+  EXPECT_EQ(nn::reshape(x, {-1, 4}).shape(), (Shape{6, 4}));
+  EXPECT_EQ(nn::flatten(x).shape(), (Shape{2, 12}));
+  EXPECT_THROW(nn::reshape(x, {5, -1}), Error);
+  gradcheck([](auto& in) { return nn::log_softmax(nn::flatten(in[0])); }, {x});
+}
+
+TEST(Functional, ArgmaxAndAccuracy) {
+  Tensor s = Tensor::from_vector({0.1f, 0.9f, 0.5f, 0.2f, 3, 3}, {3, 2});
+  EXPECT_EQ(nn::argmax(s).to_vector_i64(), (std::vector<int64_t>{1, 0, 0}));
+  EXPECT_EQ(nn::correct_count(s, Tensor::from_vector_i64({1, 1, 0}, {3})), 2);
+}
+
+TEST(Functional, ShapeErrorsNameTheProblem) {
+  try {
+    nn::linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), Tensor());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(2, 3)"), std::string::npos) << e.what();
+  }
+}
