@@ -19,8 +19,9 @@ std::vector<std::shared_ptr<Transport>> make_mem_transports(int world);
 // The same, wrapped in communicators.
 std::vector<std::unique_ptr<Communicator>> make_mem_communicators(int world, CommOptions opts = {});
 
-// Microseconds a waiting rank spins before it sleeps: only when every rank on the host can have a
-// core of its own.
-int default_spin_us(int ranks_on_host);
+// How a waiting rank spins before it sleeps on its doorbell or in poll(): pausing for a few tens
+// of microseconds when every rank on the host has a core of its own; else, on memory rings,
+// yielding the core (to the rank it waits for, most likely) for a while; else not at all.
+void set_default_spin(Transport& t, int ranks_on_host, bool rings);
 
 }  // namespace engine::comm

@@ -286,7 +286,7 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
     transport->set_doorbell(reinterpret_cast<Doorbell*>(f.base + f.layout.bell(f.index)));
     transport->keep_alive(f.mapping);
   }
-  transport->set_spin_us(default_spin_us(static_cast<int>(local.size())));
+  set_default_spin(*transport, static_cast<int>(local.size()), use_shm);
 
   CommOptions copts;
   copts.timeout = o.timeout;

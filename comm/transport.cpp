@@ -3,6 +3,7 @@
 
 #include <immintrin.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -394,7 +395,11 @@ void Transport::wait(const RequestPtr& r, Deadline deadline) {
         if (deadline.expired()) fail(timeout_msg(), true, "");
         if (Clock::now() < spin_until) {
           lk.unlock();
-          _mm_pause();
+          if (spin_yield_) {
+            sched_yield();
+          } else {
+            _mm_pause();
+          }
           lk.lock();
         } else {
           block(lk, deadline, seen);

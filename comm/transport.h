@@ -62,9 +62,13 @@ class Transport {
   void set_channel(int peer, Stream s, std::unique_ptr<Channel> ch);
   // For peers reached through memory rings: a socket whose end-of-stream means the peer died.
   void set_liveness(int peer, Socket s);
-  // This rank's doorbell (rings in memory), and how long a waiter spins before it sleeps.
+  // This rank's doorbell (rings in memory), and how long a waiter spins before it sleeps; with
+  // yield, it spins by sched_yield() (more ranks than cores: let the rank we wait for run).
   void set_doorbell(Doorbell* bell) { bell_ = bell; }
-  void set_spin_us(int us) { spin_us_ = us; }
+  void set_spin(int us, bool yield) {
+    spin_us_ = us;
+    spin_yield_ = yield;
+  }
   // Keeps an object (a mapping, a fabric) alive as long as the transport.
   void keep_alive(std::shared_ptr<void> p) { keep_.push_back(std::move(p)); }
 
@@ -121,6 +125,7 @@ class Transport {
   std::vector<bool> peer_dead_;
   Doorbell* bell_ = nullptr;
   int spin_us_ = 20;
+  bool spin_yield_ = false;
   std::vector<std::shared_ptr<void>> keep_;
 
   mutable std::mutex mu_;

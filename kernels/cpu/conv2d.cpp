@@ -27,8 +27,16 @@ bool use_direct(const Conv2dShape& s, ConvAlgo algo, const char* what) {
   if (algo == ConvAlgo::kIm2col) return false;
   bool ok = detail::direct_supported(s);
   ENGINE_CHECK(ok || algo == ConvAlgo::kAuto, what,
-               ": direct algorithm needs AVX-512, stride 1 and pad <= k-1");
+               ": direct kernels need AVX-512, stride 1 and pad <= k-1");
   return ok;
+}
+
+detail::Direct direct_kind(ConvAlgo algo) {
+  switch (algo) {
+    case ConvAlgo::kFlat: return detail::Direct::kFlat;
+    case ConvAlgo::kChannelVector: return detail::Direct::kCv;
+    default: return detail::Direct::kAuto;
+  }
 }
 
 void check_ws(int64_t need, int64_t have, const char* what) {
@@ -88,16 +96,21 @@ int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo) {
   check_shape(s, "conv2d_workspace_count");
   if (!use_direct(s, algo, "conv2d_workspace_count")) return im2col_ws(s);
   const int nt = num_threads();
-  return std::max({detail::direct_forward_ws(s, nt), detail::direct_backward_data_ws(s, nt),
-                   detail::direct_backward_filter_ws(s, nt)});
+  const detail::Direct k = direct_kind(algo);
+  int64_t filter = 0;
+  if (algo != ConvAlgo::kChannelVector || detail::direct_cv_filter_supported(s))
+    filter = detail::direct_backward_filter_ws(s, k, nt);
+  return std::max({detail::direct_forward_ws(s, k, nt), detail::direct_backward_data_ws(s, k, nt),
+                   filter});
 }
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
                     const Conv2dShape& s, float* ws, int64_t ws_count, ConvAlgo algo) {
   check_shape(s, "conv2d_forward");
   if (use_direct(s, algo, "conv2d_forward")) {
-    check_ws(detail::direct_forward_ws(s, num_threads()), ws_count, "conv2d_forward");
-    detail::direct_forward(x, w, b, y, s, ws);
+    const detail::Direct k = direct_kind(algo);
+    check_ws(detail::direct_forward_ws(s, k, num_threads()), ws_count, "conv2d_forward");
+    detail::direct_forward(x, w, b, y, s, k, ws);
     return;
   }
   check_ws(im2col_ws(s), ws_count, "conv2d_forward");
@@ -117,9 +130,10 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
                           float* ws, int64_t ws_count, ConvAlgo algo) {
   check_shape(s, "conv2d_backward_data");
   if (use_direct(s, algo, "conv2d_backward_data")) {
-    check_ws(detail::direct_backward_data_ws(s, num_threads()), ws_count,
+    const detail::Direct k = direct_kind(algo);
+    check_ws(detail::direct_backward_data_ws(s, k, num_threads()), ws_count,
              "conv2d_backward_data");
-    detail::direct_backward_data(dy, w, dx, s, ws);
+    detail::direct_backward_data(dy, w, dx, s, k, ws);
     return;
   }
   check_ws(im2col_ws(s), ws_count, "conv2d_backward_data");
@@ -132,15 +146,18 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
   }
 }
 
-void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
-                            float beta, float* ws, int64_t ws_count, ConvAlgo algo) {
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* db,
+                            const Conv2dShape& s, float beta, float* ws, int64_t ws_count,
+                            ConvAlgo algo) {
   check_shape(s, "conv2d_backward_filter");
   if (use_direct(s, algo, "conv2d_backward_filter")) {
-    check_ws(detail::direct_backward_filter_ws(s, num_threads()), ws_count,
+    const detail::Direct k = direct_kind(algo);
+    check_ws(detail::direct_backward_filter_ws(s, k, num_threads()), ws_count,
              "conv2d_backward_filter");
-    detail::direct_backward_filter(x, dy, dw, s, beta, ws);
+    detail::direct_backward_filter(x, dy, dw, db, s, beta, k, ws);
     return;
   }
+  if (db) conv2d_backward_bias(dy, db, s, beta);
   check_ws(im2col_ws(s), ws_count, "conv2d_backward_filter");
   const int64_t p = s.oh() * s.ow(), k = s.k();
   if (s.n == 0) {

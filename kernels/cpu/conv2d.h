@@ -1,5 +1,6 @@
 // kernels/cpu/conv2d.h: CPU 2-d convolution (stride, padding, bias; dilation 1, groups 1).
-// Stride 1 with pad <= k-1 runs a direct AVX-512 kernel; anything else im2col + OpenBLAS sgemm.
+// Stride 1 with pad <= k-1 runs a direct AVX-512 kernel (no im2col); anything else, or a build
+// without AVX-512, runs im2col + OpenBLAS sgemm one sample at a time.
 // Workspace: the caller passes ws with at least conv2d_workspace_count(s) floats, queried at the
 // thread count the call will run with (kernels never allocate).
 #pragma once
@@ -9,7 +10,9 @@
 
 namespace engine::kernels::cpu {
 
-enum class ConvAlgo { kAuto, kDirect, kIm2col };
+// kAuto picks per shape and pass; the others force a kernel (tests, benchmarks): kFlat and
+// kChannelVector are the two direct kernels (conv2d_simd.h), kIm2col the GEMM path.
+enum class ConvAlgo { kAuto, kFlat, kChannelVector, kIm2col };
 
 // Floats of workspace any of the passes below needs with the current num_threads().
 int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo = ConvAlgo::kAuto);
@@ -23,9 +26,10 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
                           float* ws, int64_t ws_count, ConvAlgo algo = ConvAlgo::kAuto);
 
-// dw (Cout, Cin, KH, KW) = beta * dw + sum_n dy[n] (*) x[n]. beta 0 overwrites (dw not read).
-void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
-                            float beta, float* ws, int64_t ws_count,
+// dw (Cout, Cin, KH, KW) = beta * dw + sum_n dy[n] (*) x[n], and when db is not null
+// db (Cout) = beta * db + sum over N, OH, OW of dy (fused: dy is read once). beta 0 overwrites.
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* db,
+                            const Conv2dShape& s, float beta, float* ws, int64_t ws_count,
                             ConvAlgo algo = ConvAlgo::kAuto);
 
 // db (Cout) = beta * db + sum over N, OH, OW of dy (N, Cout, OH, OW). beta 0 overwrites.

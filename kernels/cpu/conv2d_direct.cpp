@@ -1,61 +1,25 @@
-// kernels/cpu/conv2d_direct.cpp: the AVX-512 direct convolution (stride 1) behind conv2d.cpp.
+// kernels/cpu/conv2d_direct.cpp: the batch loops, workspace layout and kernel choice of the
+// AVX-512 direct convolution (stride 1). The kernels are in conv2d_flat.cpp and conv2d_cv.cpp.
 //
-// Forward: for one sample, the input is copied once into a zero-bordered plane xp (Cin, Hp, Wp).
-// Output position q = oh*Wp + ow (a "padded-width" index) is then
-//   y[co][q] = bias[co] + sum_{ci,kh,kw} w[co][ci][kh][kw] * xp[ci][q + kh*Wp + kw],
-// a GEMM whose B matrix is xp read at shifted offsets: no im2col. A register tile holds 8 output
-// channels x 48 consecutive q; columns with ow >= OW are computed and dropped by masked stores.
-// Backward-data is the same kernel on dy padded by k-1-pad with the filter flipped and transposed.
-// Backward-filter uses the same flat trick over a chunk of S samples laid out (C, S, Hp, Wp):
-//   dw[co][ci][kh][kw] = sum_q dyc[co][q] * xc[ci][q + kh*Wp + kw],
-// where dyc holds dy at rows < OH, columns < OW and zeros elsewhere. Each chunk writes its own
-// partial, and the partials are summed in chunk order: the bits do not depend on the thread count.
-#include "kernels/cpu/conv2d_direct.h"
-
+// Forward and backward-data run one kernel per sample, samples split over the pool's threads;
+// each thread pads its sample into its own workspace slot first. Backward-data is the forward
+// kernel on dy padded by k-1-pad with the filter flipped and transposed (Cout in, Cin out).
+// Backward-filter splits the batch into fixed chunks of S samples (S from the shape only); each
+// chunk writes its own partial dw and db, and the partials are added in chunk order, so the
+// result does not depend on the thread count.
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/conv2d_direct.h"
+#include "kernels/cpu/conv2d_simd.h"
+#include "kernels/cpu/reduce.h"
 
 namespace engine::kernels::cpu::detail {
 
 #if defined(__AVX512F__)
-namespace {
 
-constexpr int64_t kLanes = 16;
-constexpr int kNV = 3;                    // vectors per forward tile
-constexpr int64_t kTile = kNV * kLanes;   // 48 output positions per forward tile
-constexpr int kMR = 8;                    // output channels per forward tile
-constexpr int kFMR = 4, kFNK = 6;         // backward-filter tile: 4 channels x 6 taps
-constexpr int64_t kSlack = 64;            // zeros after a padded plane: tiles read past its end
-constexpr int64_t kChunkFloats = 1 << 17; // backward-filter chunk budget (512 KiB, half of L2)
-
-int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// n items in nb even blocks: block b is [start(b), start(b+1)).
-struct Blocks {
-  int64_t n, nb;
-  Blocks(int64_t n_, int64_t max_block) : n(n_), nb(ceil_div(n_, max_block)) {}
-  int64_t start(int64_t b) const { return n * b / nb; }
-  int64_t size(int64_t b) const { return start(b + 1) - start(b); }
-};
-
-// A stride-1 convolution over an already padded input: xp (Cin, Hp, Wp) -> y (Cout, OH, OW).
-struct Geometry {
-  int64_t c_in, hp, wp, c_out, kh, kw;
-  int64_t oh() const { return hp - kh + 1; }
-  int64_t ow() const { return wp - kw + 1; }
-  int64_t plane() const { return hp * wp; }
-  int64_t k() const { return c_in * kh * kw; }
-};
-
-// dst (Hp, Wp) = src (H, W) placed at row pt, column pl, zeros elsewhere.
 void pad_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp,
                int64_t wp, float* dst) {
   std::memset(dst, 0, sizeof(float) * pt * wp);
@@ -68,129 +32,43 @@ void pad_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, i
   std::memset(dst + (pt + h) * wp, 0, sizeof(float) * (hp - pt - h) * wp);
 }
 
-// Packs a filter for forward_tile: output channels in blocks of <= kMR, block [o0, o0+mr)
-// stored at dst + o0*K as (K, mr). value(o, k) is the weight of output o and tap k.
-template <class F>
-void pack_weights(float* dst, int64_t n_out, int64_t k_len, F value) {
-  Blocks bl(n_out, kMR);
-  for (int64_t b = 0; b < bl.nb; ++b) {
-    int64_t o0 = bl.start(b), mr = bl.size(b);
-    float* d = dst + o0 * k_len;
-    for (int64_t k = 0; k < k_len; ++k)
-      for (int64_t r = 0; r < mr; ++r) d[k * mr + r] = value(o0 + r, k);
-  }
-}
+namespace {
 
-// Where the lanes of each tile vector go: lanes under mask are stored at y + offset + lane.
-struct Segment {
-  __mmask16 mask;
-  int64_t offset;
+// vpermt2ps indices of the 4 transpose rounds (distance d = 8, 4, 2, 1): rows j and j+d swap
+// their off-diagonal d x d blocks. lo takes lane l from (l / 2d)*2d + l % 2d of (r[j], r[j+d])
+// laid end to end; hi takes the other half.
+struct TransposeIdx {
+  alignas(64) int32_t lo[4][kLanes];
+  alignas(64) int32_t hi[4][kLanes];
+  constexpr TransposeIdx() : lo{}, hi{} {
+    for (int s = 0, d = 8; s < 4; ++s, d /= 2)
+      for (int l = 0; l < kLanes; ++l) {
+        int block = l / (2 * d) * (2 * d), within = l % (2 * d);
+        lo[s][l] = within < d ? block + within : 16 + block + within - d;
+        hi[s][l] = within < d ? block + d + within : 16 + block + within;
+      }
+  }
 };
-struct StoreMap {
-  Segment seg[kNV][kLanes + 2];
-  int count[kNV];
-};
+constexpr TransposeIdx kTransposeIdx;
 
-void build_store_map(int64_t q0, int64_t wp, int64_t oh, int64_t ow, StoreMap* m) {
-  for (int v = 0; v < kNV; ++v) {
-    m->count[v] = 0;
-    int64_t q = q0 + v * kLanes;
-    for (int64_t lane = 0; lane < kLanes;) {
-      int64_t r = q / wp, c = q % wp;
-      int64_t len = std::min(kLanes - lane, wp - c);
-      if (r >= oh) break;
-      int64_t valid = std::min(len, ow - c);
-      if (valid > 0) {
-        auto mask = static_cast<__mmask16>(((1u << valid) - 1u) << lane);
-        m->seg[v][m->count[v]++] = {mask, r * ow + c - lane};
-      }
-      lane += len;
-      q += len;
+}  // namespace
+
+void transpose16(__m512 r[16]) {
+  for (int s = 0, d = 8; s < 4; ++s, d /= 2) {
+    const __m512i lo = _mm512_load_si512(kTransposeIdx.lo[s]);
+    const __m512i hi = _mm512_load_si512(kTransposeIdx.hi[s]);
+    for (int j = 0; j < kLanes; ++j) {
+      if ((j / d) % 2) continue;
+      __m512 a = r[j], b = r[j + d];
+      r[j] = _mm512_permutex2var_ps(a, lo, b);
+      r[j + d] = _mm512_permutex2var_ps(a, hi, b);
     }
   }
 }
 
-// y (MR, OH, OW) tile columns [q0, q0+48) for MR output channels; xq = xp + q0.
-template <int MR>
-void forward_tile(const float* xq, const Geometry& g, const float* w, const float* bias,
-                  float* y, const StoreMap& m) {
-  __m512 acc[MR][kNV];
-  for (int r = 0; r < MR; ++r) {
-    __m512 b = _mm512_set1_ps(bias ? bias[r] : 0.f);
-    for (int v = 0; v < kNV; ++v) acc[r][v] = b;
-  }
-  const int64_t plane = g.plane(), wp = g.wp, kw = g.kw;
-  const float* wk = w;
-  for (int64_t ci = 0; ci < g.c_in; ++ci) {
-    for (int64_t kh = 0; kh < g.kh; ++kh) {
-      const float* row = xq + ci * plane + kh * wp;
-      for (int64_t j = 0; j < kw; ++j, wk += MR) {
-        __m512 x0 = _mm512_loadu_ps(row + j);
-        __m512 x1 = _mm512_loadu_ps(row + j + 16);
-        __m512 x2 = _mm512_loadu_ps(row + j + 32);
-        for (int r = 0; r < MR; ++r) {
-          __m512 wr = _mm512_set1_ps(wk[r]);
-          acc[r][0] = _mm512_fmadd_ps(wr, x0, acc[r][0]);
-          acc[r][1] = _mm512_fmadd_ps(wr, x1, acc[r][1]);
-          acc[r][2] = _mm512_fmadd_ps(wr, x2, acc[r][2]);
-        }
-      }
-    }
-  }
-  const int64_t out_plane = g.oh() * g.ow();
-  for (int r = 0; r < MR; ++r) {
-    // Segment offsets may point before the plane; only the lanes under the mask are written.
-    auto base = reinterpret_cast<intptr_t>(y + r * out_plane);
-    for (int v = 0; v < kNV; ++v)
-      for (int s = 0; s < m.count[v]; ++s) {
-        const Segment& sg = m.seg[v][s];
-        auto* dst = reinterpret_cast<float*>(base + sg.offset * intptr_t{sizeof(float)});
-        _mm512_mask_storeu_ps(dst, sg.mask, acc[r][v]);
-      }
-  }
-}
+namespace {
 
-using ForwardTile = void (*)(const float*, const Geometry&, const float*, const float*, float*,
-                             const StoreMap&);
-constexpr ForwardTile kForwardTiles[kMR] = {forward_tile<1>, forward_tile<2>, forward_tile<3>,
-                                            forward_tile<4>, forward_tile<5>, forward_tile<6>,
-                                            forward_tile<7>, forward_tile<8>};
-
-// One sample: y (Cout, OH, OW) from xp (Cin, Hp, Wp) followed by kSlack readable floats.
-void conv_sample(const float* xp, const Geometry& g, const float* wpk, const float* bias,
-                 float* y) {
-  const int64_t oh = g.oh(), ow = g.ow(), k_len = g.k();
-  const int64_t q_end = (oh - 1) * g.wp + ow;
-  Blocks bl(g.c_out, kMR);
-  StoreMap m;
-  for (int64_t q0 = 0; q0 < q_end; q0 += kTile) {
-    build_store_map(q0, g.wp, oh, ow, &m);
-    for (int64_t b = 0; b < bl.nb; ++b) {
-      int64_t o0 = bl.start(b);
-      kForwardTiles[bl.size(b) - 1](xp + q0, g, wpk + o0 * k_len, bias ? bias + o0 : nullptr,
-                                    y + o0 * oh * ow, m);
-    }
-  }
-}
-
-int64_t sample_buffer(const Geometry& g) { return round16(g.c_in * g.plane() + kSlack); }
-
-// Runs conv_sample over n samples in parallel; in (N, Cin, H, W) is padded by (pt, pl) first.
-void conv_batch(const float* in, int64_t n, int64_t h, int64_t w, int64_t pt, int64_t pl,
-                const Geometry& g, const float* wpk, const float* bias, float* out,
-                float* buffers) {
-  const int64_t per = sample_buffer(g), in_sample = g.c_in * h * w;
-  const int64_t out_sample = g.c_out * g.oh() * g.ow();
-  parallel_run([&](int t, int nt) {
-    float* xp = buffers + t * per;
-    std::memset(xp + g.c_in * g.plane(), 0, sizeof(float) * (per - g.c_in * g.plane()));
-    for (int64_t i = n * t / nt; i < n * (t + 1) / nt; ++i) {
-      for (int64_t c = 0; c < g.c_in; ++c)
-        pad_plane(in + i * in_sample + c * h * w, h, w, pt, pl, g.hp, g.wp, xp + c * g.plane());
-      conv_sample(xp, g, wpk, bias, out + i * out_sample);
-    }
-  });
-}
+constexpr int64_t kChunkFloats = 1 << 17;  // backward-filter chunk budget (512 KiB of L2)
 
 Geometry forward_geometry(const Conv2dShape& s) {
   return {s.c_in, s.h + 2 * s.pad, s.w + 2 * s.pad, s.c_out, s.kh, s.kw};
@@ -201,113 +79,153 @@ Geometry data_geometry(const Conv2dShape& s) {
           s.c_in, s.kh, s.kw};
 }
 
+// Flat wastes the padded columns (Wp - OW of every Wp); cv wastes channels up to a multiple of
+// 16 and pays a transpose per output, which short filters (K < 32) do not amortise.
+bool use_cv(const Geometry& g, Direct k) {
+  if (k != Direct::kAuto) return k == Direct::kCv;
+  const int64_t oh = g.oh(), ow = g.ow();
+  if (g.k() < 32) return false;
+  double eff_cv = double(g.c_out) / double(round16(g.c_out));
+  double eff_flat = double(oh * ow) / double(round16((oh - 1) * g.wp + ow));
+  return eff_cv >= eff_flat;
+}
+
+int64_t pack_floats(const Geometry& g, bool cv) {
+  return cv ? round16(g.c_out) * g.k() + round16(g.c_out) : round16(g.c_out * g.k());
+}
+int64_t sample_floats(const Geometry& g) { return round16(g.c_in * g.plane() + kSlack); }
+
+int64_t conv_ws(const Geometry& g, Direct k, int nthreads) {
+  return pack_floats(g, use_cv(g, k)) + nthreads * sample_floats(g);
+}
+
+// Packs the filter (value(o, k)) and bias for the chosen kernel; returns the bias to pass.
+template <class F>
+const float* pack(const Geometry& g, bool cv, const float* bias, float* ws, F value) {
+  const int64_t k_len = g.k();
+  if (!cv) {
+    flat_pack(ws, g.c_out, k_len, value);
+    return bias;
+  }
+  cv_pack(ws, g.c_out, k_len, value);
+  if (!bias) return nullptr;
+  float* padded = ws + round16(g.c_out) * k_len;
+  std::fill(padded, padded + round16(g.c_out), 0.f);
+  std::copy(bias, bias + g.c_out, padded);
+  return padded;
+}
+
+// out (N, Cout, OH, OW) from in (N, Cin, H, W), each sample padded by (pt, pl) first.
+void conv_batch(const float* in, int64_t n, int64_t h, int64_t w, int64_t pt, int64_t pl,
+                const Geometry& g, bool cv, const float* wpk, const float* bias, float* out,
+                float* buffers) {
+  const int64_t per = sample_floats(g), in_sample = g.c_in * h * w;
+  const int64_t out_sample = g.c_out * g.oh() * g.ow();
+  parallel_run([&](int t, int nt) {
+    float* xp = buffers + t * per;
+    std::memset(xp + g.c_in * g.plane(), 0, sizeof(float) * (per - g.c_in * g.plane()));
+    for (int64_t i = n * t / nt; i < n * (t + 1) / nt; ++i) {
+      for (int64_t c = 0; c < g.c_in; ++c)
+        pad_plane(in + i * in_sample + c * h * w, h, w, pt, pl, g.hp, g.wp, xp + c * g.plane());
+      if (cv)
+        cv_conv_sample(xp, g, wpk, bias, out + i * out_sample);
+      else
+        flat_conv_sample(xp, g, wpk, bias, out + i * out_sample);
+    }
+  });
+}
+
 // ---- backward-filter ----
 
-// Samples per chunk: a power of two whose (Cin + Cout) padded planes fit kChunkFloats.
-int64_t filter_chunk(const Conv2dShape& s) {
-  int64_t plane = (s.h + 2 * s.pad) * (s.w + 2 * s.pad);
-  int64_t fit = std::max<int64_t>(1, kChunkFloats / ((s.c_in + s.c_out) * plane));
-  int64_t c = 1;
+struct FilterPlan {
+  bool cv;
+  int64_t chunk, n_chunks;
+  int64_t w_part, part;     // floats of a chunk's dw partial, and with its db partial
+  int64_t x_floats, dy_floats, per_thread;
+  int64_t q_pad;            // flat: floats per channel of a chunk
+};
+
+bool use_cv_filter(const Conv2dShape& s, Direct k) {
+  if (k == Direct::kFlat) return false;
+  bool ok = cv_filter_supported(s.kw);
+  ENGINE_CHECK(ok || k == Direct::kAuto, "conv2d_backward_filter: channel-vector kernel needs ",
+               "kernel width 3 or 5, got ", s.kw);
+  if (!ok || k == Direct::kCv) return ok;
+  const Geometry g = forward_geometry(s);
+  double eff_cv = double(s.c_out) / double(round16(s.c_out));
+  double eff_flat = double(s.oh() * s.ow()) / double(g.plane());
+  return eff_cv >= eff_flat;
+}
+
+int64_t pow2_chunk(int64_t per_sample) {
+  int64_t fit = std::max<int64_t>(1, kChunkFloats / per_sample), c = 1;
   while (c * 2 <= std::min<int64_t>(fit, 16)) c *= 2;
   return c;
 }
 
-struct FilterLayout {
-  int64_t chunk, n_chunks, q_pad, x_floats, dy_floats, per_thread;
-};
-
-FilterLayout filter_layout(const Conv2dShape& s) {
-  Geometry g = forward_geometry(s);
-  FilterLayout l;
-  l.chunk = filter_chunk(s);
-  l.n_chunks = ceil_div(s.n, l.chunk);
-  l.q_pad = round16(l.chunk * g.plane());
-  // Tap reads run (KH-1)*Wp + KW-1 floats past the last channel.
-  l.x_floats = g.c_in * l.q_pad + round16((g.kh - 1) * g.wp + g.kw - 1 + kLanes);
-  l.dy_floats = g.c_out * l.q_pad;
-  l.per_thread = l.x_floats + l.dy_floats;
-  return l;
-}
-
-// Sum of the 16 lanes in a fixed tree (GCC 12's shuffle intrinsics warn -Wuninitialized).
-float lane_sum(__m512 v) {
-  alignas(64) float t[kLanes];
-  _mm512_store_ps(t, v);
-  for (int64_t w = kLanes / 2; w > 0; w /= 2)
-    for (int64_t l = 0; l < w; ++l) t[l] += t[l + w];
-  return t[0];
-}
-
-// out[r*K + j] = sum_q dyc[r][q] * xc[off[j] + q] for q < q_len (a multiple of 16).
-template <int MR, int NK>
-void filter_tile(const float* dyc, const float* xc, int64_t q_pad, int64_t q_len,
-                 const int64_t* off, float* out, int64_t k_len) {
-  __m512 acc[MR][NK];
-  for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < NK; ++j) acc[r][j] = _mm512_setzero_ps();
-  for (int64_t q = 0; q < q_len; q += kLanes) {
-    __m512 d[MR];
-    for (int r = 0; r < MR; ++r) d[r] = _mm512_loadu_ps(dyc + r * q_pad + q);
-    for (int j = 0; j < NK; ++j) {
-      __m512 xv = _mm512_loadu_ps(xc + off[j] + q);
-      // Keeps xv in a register: GCC would otherwise fold the load into each of the MR FMAs.
-      asm("" : "+v"(xv));
-      for (int r = 0; r < MR; ++r) acc[r][j] = _mm512_fmadd_ps(d[r], xv, acc[r][j]);
-    }
+FilterPlan filter_plan(const Conv2dShape& s, Direct k) {
+  const Geometry g = forward_geometry(s);
+  const int64_t plane = g.plane(), p = s.oh() * s.ow(), cpad = round16(s.c_out);
+  FilterPlan f{};
+  f.cv = use_cv_filter(s, k);
+  if (f.cv) {
+    f.chunk = pow2_chunk(s.c_in * plane + p * cpad);
+    f.w_part = g.k() * cpad;
+    f.x_floats = f.chunk * s.c_in * plane + kSlack;
+    f.dy_floats = f.chunk * p * cpad;
+  } else {
+    f.chunk = pow2_chunk((s.c_in + s.c_out) * plane);
+    f.q_pad = round16(f.chunk * plane);
+    f.w_part = s.c_out * g.k();
+    // Tap reads run (KH-1)*Wp + KW-1 floats past the last channel.
+    f.x_floats = s.c_in * f.q_pad + round16((g.kh - 1) * g.wp + g.kw - 1 + kLanes);
+    f.dy_floats = s.c_out * f.q_pad;
   }
-  for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < NK; ++j) out[r * k_len + j] = lane_sum(acc[r][j]);
+  f.n_chunks = ceil_div(s.n, f.chunk);
+  f.part = round16(f.w_part + cpad);
+  f.x_floats = round16(f.x_floats);
+  f.per_thread = f.x_floats + round16(f.dy_floats);
+  return f;
 }
 
-using FilterTile = void (*)(const float*, const float*, int64_t, int64_t, const int64_t*, float*,
-                            int64_t);
-#define ENGINE_FILTER_ROW(MR)                                                          \
-  {filter_tile<MR, 1>, filter_tile<MR, 2>, filter_tile<MR, 3>, filter_tile<MR, 4>, \
-   filter_tile<MR, 5>, filter_tile<MR, 6>}
-constexpr FilterTile kFilterTiles[kFMR][kFNK] = {ENGINE_FILTER_ROW(1), ENGINE_FILTER_ROW(2),
-                                                 ENGINE_FILTER_ROW(3), ENGINE_FILTER_ROW(4)};
-#undef ENGINE_FILTER_ROW
-
-// Fills xc (Cin, S, Hp, Wp) and dyc (Cout, S, Hp, Wp) for samples [n0, n0+count).
-void fill_chunk(const float* x, const float* dy, const Conv2dShape& s, const FilterLayout& l,
-                int64_t n0, int64_t count, float* xc, float* dyc) {
-  Geometry g = forward_geometry(s);
+// Flat layout: xc (Cin, S, Hp, Wp) padded x, dyc (Cout, S, Hp, Wp) dy at the top left of each
+// plane; adds each channel's dy sum to bias.
+void fill_flat(const float* x, const float* dy, const Conv2dShape& s, const FilterPlan& f,
+               int64_t n0, int64_t count, float* xc, float* dyc, float* bias) {
+  const Geometry g = forward_geometry(s);
   const int64_t plane = g.plane(), oh = s.oh(), ow = s.ow(), used = count * plane;
   for (int64_t c = 0; c < s.c_in; ++c) {
-    float* dst = xc + c * l.q_pad;
+    float* dst = xc + c * f.q_pad;
     for (int64_t j = 0; j < count; ++j)
       pad_plane(x + ((n0 + j) * s.c_in + c) * s.h * s.w, s.h, s.w, s.pad, s.pad, g.hp, g.wp,
                 dst + j * plane);
-    std::memset(dst + used, 0, sizeof(float) * (l.q_pad - used));
+    std::memset(dst + used, 0, sizeof(float) * (f.q_pad - used));
   }
-  std::memset(xc + s.c_in * l.q_pad, 0, sizeof(float) * (l.x_floats - s.c_in * l.q_pad));
+  std::memset(xc + s.c_in * f.q_pad, 0, sizeof(float) * (f.x_floats - s.c_in * f.q_pad));
   for (int64_t c = 0; c < s.c_out; ++c) {
-    float* dst = dyc + c * l.q_pad;
-    for (int64_t j = 0; j < count; ++j)
-      pad_plane(dy + ((n0 + j) * s.c_out + c) * oh * ow, oh, ow, 0, 0, g.hp, g.wp,
-                dst + j * plane);
-    std::memset(dst + used, 0, sizeof(float) * (l.q_pad - used));
+    float* dst = dyc + c * f.q_pad;
+    for (int64_t j = 0; j < count; ++j) {
+      const float* src = dy + ((n0 + j) * s.c_out + c) * oh * ow;
+      bias[c] += sum_block(src, oh * ow);
+      pad_plane(src, oh, ow, 0, 0, g.hp, g.wp, dst + j * plane);
+    }
+    std::memset(dst + used, 0, sizeof(float) * (f.q_pad - used));
   }
 }
 
-// part (Cout, K) = this chunk's dw.
-void filter_chunk_partial(const float* xc, const float* dyc, const Conv2dShape& s,
-                          const FilterLayout& l, int64_t q_len, float* part) {
-  const int64_t k_len = s.k(), wp = s.w + 2 * s.pad;
-  Blocks co(s.c_out, kFMR), kb(k_len, kFNK);
-  for (int64_t b = 0; b < co.nb; ++b) {
-    const int64_t o0 = co.start(b);
-    for (int64_t e = 0; e < kb.nb; ++e) {
-      int64_t off[kFNK];
-      const int64_t k0 = kb.start(e), nk = kb.size(e);
-      for (int64_t j = 0; j < nk; ++j) {
-        int64_t k = k0 + j, ci = k / (s.kh * s.kw), kh = (k / s.kw) % s.kh, kw = k % s.kw;
-        off[j] = ci * l.q_pad + kh * wp + kw;
-      }
-      kFilterTiles[co.size(b) - 1][nk - 1](dyc + o0 * l.q_pad, xc, l.q_pad, q_len, off,
-                                           part + o0 * k_len + k0, k_len);
-    }
+// Channel-vector layout: xs (count, Cin, Hp, Wp) padded x, dyt (count, OH*OW, cpad).
+void fill_cv(const float* x, const float* dy, const Conv2dShape& s, const FilterPlan& f,
+             int64_t n0, int64_t count, float* xs, float* dyt, float* bias) {
+  const Geometry g = forward_geometry(s);
+  const int64_t plane = g.plane(), p = s.oh() * s.ow(), cpad = round16(s.c_out);
+  for (int64_t j = 0; j < count; ++j) {
+    for (int64_t c = 0; c < s.c_in; ++c)
+      pad_plane(x + ((n0 + j) * s.c_in + c) * s.h * s.w, s.h, s.w, s.pad, s.pad, g.hp, g.wp,
+                xs + (j * s.c_in + c) * plane);
+    cv_transpose_dy(dy + (n0 + j) * s.c_out * p, s.c_out, p, dyt + j * p * cpad, bias);
   }
+  const int64_t used = count * s.c_in * plane;
+  std::memset(xs + used, 0, sizeof(float) * (f.x_floats - used));
 }
 
 }  // namespace
@@ -316,61 +234,82 @@ bool direct_supported(const Conv2dShape& s) {
   return s.stride == 1 && s.pad <= s.kh - 1 && s.pad <= s.kw - 1 && s.oh() > 0 && s.ow() > 0;
 }
 
-int64_t direct_forward_ws(const Conv2dShape& s, int nthreads) {
-  return round16(s.w_count()) + nthreads * sample_buffer(forward_geometry(s));
+bool direct_cv_filter_supported(const Conv2dShape& s) { return cv_filter_supported(s.kw); }
+
+int64_t direct_forward_ws(const Conv2dShape& s, Direct k, int nthreads) {
+  return conv_ws(forward_geometry(s), k, nthreads);
 }
 
-int64_t direct_backward_data_ws(const Conv2dShape& s, int nthreads) {
-  return round16(s.w_count()) + nthreads * sample_buffer(data_geometry(s));
+int64_t direct_backward_data_ws(const Conv2dShape& s, Direct k, int nthreads) {
+  return conv_ws(data_geometry(s), k, nthreads);
 }
 
-int64_t direct_backward_filter_ws(const Conv2dShape& s, int nthreads) {
-  FilterLayout l = filter_layout(s);
-  return l.n_chunks * s.w_count() + nthreads * l.per_thread;
+int64_t direct_backward_filter_ws(const Conv2dShape& s, Direct k, int nthreads) {
+  FilterPlan f = filter_plan(s, k);
+  return f.n_chunks * f.part + nthreads * f.per_thread;
 }
 
 void direct_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s, float* ws) {
-  Geometry g = forward_geometry(s);
-  const int64_t k_len = s.k();
-  pack_weights(ws, s.c_out, k_len, [&](int64_t o, int64_t k) { return w[o * k_len + k]; });
-  conv_batch(x, s.n, s.h, s.w, s.pad, s.pad, g, ws, b, y, ws + round16(s.w_count()));
+                    const Conv2dShape& s, Direct k, float* ws) {
+  const Geometry g = forward_geometry(s);
+  const bool cv = use_cv(g, k);
+  const int64_t k_len = g.k();
+  const float* bias = pack(g, cv, b, ws, [&](int64_t o, int64_t t) { return w[o * k_len + t]; });
+  conv_batch(x, s.n, s.h, s.w, s.pad, s.pad, g, cv, ws, bias, y, ws + pack_floats(g, cv));
 }
 
 void direct_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          float* ws) {
-  Geometry g = data_geometry(s);
+                          Direct k, float* ws) {
+  const Geometry g = data_geometry(s);
+  const bool cv = use_cv(g, k);
   const int64_t khw = s.kh * s.kw;
-  // Transposed conv filter: output ci, tap (co, kh, kw) = w[co][ci][KH-1-kh][KW-1-kw].
-  pack_weights(ws, s.c_in, s.c_out * khw, [&](int64_t ci, int64_t k) {
-    int64_t co = k / khw, r = k % khw;
-    return w[(co * s.c_in + ci) * khw + (khw - 1 - r)];
+  // Transposed filter: output ci, tap (co, kh, kw) = w[co][ci][KH-1-kh][KW-1-kw].
+  pack(g, cv, nullptr, ws, [&](int64_t ci, int64_t t) {
+    return w[(t / khw * s.c_in + ci) * khw + (khw - 1 - t % khw)];
   });
-  conv_batch(dy, s.n, s.oh(), s.ow(), s.kh - 1 - s.pad, s.kw - 1 - s.pad, g, ws, nullptr, dx,
-             ws + round16(s.w_count()));
+  conv_batch(dy, s.n, s.oh(), s.ow(), s.kh - 1 - s.pad, s.kw - 1 - s.pad, g, cv, ws, nullptr, dx,
+             ws + pack_floats(g, cv));
 }
 
-void direct_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
-                            float beta, float* ws) {
-  FilterLayout l = filter_layout(s);
-  const int64_t wc = s.w_count(), plane = (s.h + 2 * s.pad) * (s.w + 2 * s.pad);
+void direct_backward_filter(const float* x, const float* dy, float* dw, float* db,
+                            const Conv2dShape& s, float beta, Direct k, float* ws) {
+  const FilterPlan f = filter_plan(s, k);
+  const Geometry g = forward_geometry(s);
+  const int64_t k_len = g.k(), cpad = round16(s.c_out), plane = g.plane();
   float* parts = ws;
-  float* buffers = ws + l.n_chunks * wc;
+  float* buffers = ws + f.n_chunks * f.part;
   parallel_run([&](int t, int nt) {
-    float* xc = buffers + t * l.per_thread;
-    float* dyc = xc + l.x_floats;
-    for (int64_t c = l.n_chunks * t / nt; c < l.n_chunks * (t + 1) / nt; ++c) {
-      int64_t n0 = c * l.chunk, count = std::min(l.chunk, s.n - n0);
-      fill_chunk(x, dy, s, l, n0, count, xc, dyc);
-      filter_chunk_partial(xc, dyc, s, l, round16(count * plane), parts + c * wc);
+    float* xb = buffers + t * f.per_thread;
+    float* dyb = xb + f.x_floats;
+    for (int64_t c = f.n_chunks * t / nt; c < f.n_chunks * (t + 1) / nt; ++c) {
+      const int64_t n0 = c * f.chunk, count = std::min(f.chunk, s.n - n0);
+      float* part = parts + c * f.part;
+      float* bias = part + f.w_part;
+      std::fill(bias, bias + cpad, 0.f);
+      if (f.cv) {
+        fill_cv(x, dy, s, f, n0, count, xb, dyb, bias);
+        cv_filter_chunk(xb, dyb, count, g, part);
+      } else {
+        fill_flat(x, dy, s, f, n0, count, xb, dyb, bias);
+        flat_filter_chunk(xb, dyb, g, f.q_pad, round16(count * plane), part);
+      }
     }
   });
-  // Fixed order over chunks, whatever the thread count.
-  parallel_for(wc, 1024, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float acc = parts[i];
-      for (int64_t c = 1; c < l.n_chunks; ++c) acc += parts[c * wc + i];
-      dw[i] = beta == 0.f ? acc : beta * dw[i] + acc;
+  // Partials added in chunk order, whatever the thread count.
+  parallel_for(s.c_out, 1, [&](int64_t o0, int64_t o1) {
+    for (int64_t co = o0; co < o1; ++co) {
+      for (int64_t t = 0; t < k_len; ++t) {
+        const int64_t at = f.cv ? t * cpad + co : co * k_len + t;
+        float acc = 0.f;
+        for (int64_t c = 0; c < f.n_chunks; ++c) acc += parts[c * f.part + at];
+        float& d = dw[co * k_len + t];
+        d = beta == 0.f ? acc : beta * d + acc;
+      }
+      if (db) {
+        float acc = 0.f;
+        for (int64_t c = 0; c < f.n_chunks; ++c) acc += parts[c * f.part + f.w_part + co];
+        db[co] = beta == 0.f ? acc : beta * db[co] + acc;
+      }
     }
   });
 }
@@ -378,19 +317,21 @@ void direct_backward_filter(const float* x, const float* dy, float* dw, const Co
 #else  // no AVX-512: conv2d.cpp takes the im2col + GEMM path.
 
 bool direct_supported(const Conv2dShape&) { return false; }
-int64_t direct_forward_ws(const Conv2dShape&, int) { return 0; }
-int64_t direct_backward_data_ws(const Conv2dShape&, int) { return 0; }
-int64_t direct_backward_filter_ws(const Conv2dShape&, int) { return 0; }
-void direct_forward(const float*, const float*, const float*, float*, const Conv2dShape&,
+bool direct_cv_filter_supported(const Conv2dShape&) { return false; }
+int64_t direct_forward_ws(const Conv2dShape&, Direct, int) { return 0; }
+int64_t direct_backward_data_ws(const Conv2dShape&, Direct, int) { return 0; }
+int64_t direct_backward_filter_ws(const Conv2dShape&, Direct, int) { return 0; }
+void direct_forward(const float*, const float*, const float*, float*, const Conv2dShape&, Direct,
                     float*) {
-  ENGINE_FAIL("conv2d: direct path not compiled (no AVX-512)");
+  ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
-void direct_backward_data(const float*, const float*, float*, const Conv2dShape&, float*) {
-  ENGINE_FAIL("conv2d: direct path not compiled (no AVX-512)");
+void direct_backward_data(const float*, const float*, float*, const Conv2dShape&, Direct,
+                          float*) {
+  ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
-void direct_backward_filter(const float*, const float*, float*, const Conv2dShape&, float,
-                            float*) {
-  ENGINE_FAIL("conv2d: direct path not compiled (no AVX-512)");
+void direct_backward_filter(const float*, const float*, float*, float*, const Conv2dShape&, float,
+                            Direct, float*) {
+  ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
 
 #endif

@@ -1,6 +1,5 @@
-// kernels/cpu/conv2d_direct.h: internal to conv2d.cpp: the AVX-512 direct convolution for
-// stride 1, used when conv2d_direct_supported() says so. No im2col: a padded plane read at
-// shifted offsets is the GEMM's B matrix ("flat" trick: output q = oh*Wp + ow reads q + kh*Wp + kw).
+// kernels/cpu/conv2d_direct.h: internal to conv2d.cpp: the AVX-512 direct convolutions for
+// stride 1 (conv2d_direct.cpp runs them; conv2d_simd.h has the kernels).
 #pragma once
 #include <cstdint>
 
@@ -8,20 +7,25 @@
 
 namespace engine::kernels::cpu::detail {
 
+// Which direct kernel: kAuto picks per shape and pass.
+enum class Direct { kAuto, kFlat, kCv };
+
 // True when this build has AVX-512 and the shape has stride 1 and pad <= k-1 on both axes.
 bool direct_supported(const Conv2dShape& s);
+// Whether the channel-vector backward-filter handles this kernel width.
+bool direct_cv_filter_supported(const Conv2dShape& s);
 
 // Workspace floats each pass needs with nthreads threads.
-int64_t direct_forward_ws(const Conv2dShape& s, int nthreads);
-int64_t direct_backward_data_ws(const Conv2dShape& s, int nthreads);
-int64_t direct_backward_filter_ws(const Conv2dShape& s, int nthreads);
+int64_t direct_forward_ws(const Conv2dShape& s, Direct k, int nthreads);
+int64_t direct_backward_data_ws(const Conv2dShape& s, Direct k, int nthreads);
+int64_t direct_backward_filter_ws(const Conv2dShape& s, Direct k, int nthreads);
 
 // Same contracts as conv2d_forward / conv2d_backward_data / conv2d_backward_filter.
 void direct_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s, float* ws);
+                    const Conv2dShape& s, Direct k, float* ws);
 void direct_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          float* ws);
-void direct_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s,
-                            float beta, float* ws);
+                          Direct k, float* ws);
+void direct_backward_filter(const float* x, const float* dy, float* dw, float* db,
+                            const Conv2dShape& s, float beta, Direct k, float* ws);
 
 }  // namespace engine::kernels::cpu::detail

@@ -1,0 +1,19 @@
+// apps/ring_demo/draw.h: pictures of a ring run: an SVG with one panel per step (the ranks on a
+// ring, each chunk a small stacked bar coloured by the ranks whose inputs it holds, arrows for the
+// transfers), and a self-contained HTML page that steps through the same frames.
+#pragma once
+#include <string>
+
+#include "apps/ring_demo/run.h"
+
+namespace engine::ring_demo {
+
+// A standalone SVG document: the start and the reduce-scatter steps in the first row, the
+// all-gather steps in the second, and a legend.
+std::string render_svg(const DemoRun& run);
+
+// One HTML page with inline SVG and script (no network): a frame per step with its text, Prev and
+// Next buttons, the arrow keys (and Home/End).
+std::string render_html(const DemoRun& run);
+
+}  // namespace engine::ring_demo

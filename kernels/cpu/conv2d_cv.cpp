@@ -1,0 +1,215 @@
+// kernels/cpu/conv2d_cv.cpp: the "channel-vector" stride-1 direct convolution kernels (AVX-512).
+//
+// Forward: a tile holds NJ consecutive outputs of one row for 16*OCV output channels, one vector
+// of 16 channels per position; per tap it loads OCV weight vectors and broadcasts NJ inputs:
+//   acc[j][co] += w[co][ci][kh][kw] * xp[ci][oh + kh][ow0 + j + kw].
+// No output position is wasted; channels pad to 16. The tile is transposed to (C, NJ) rows on
+// the way out.
+// Backward-filter: dy is transposed to (positions, channels); a tile holds R kernel rows x KW
+// taps for 16*OCV channels and runs over every position of the chunk:
+//   acc[tap][co] += dyt[p][co] * xp[ci][oh + kh][ow + kw],
+// so the reduction stays in vector lanes of distinct channels (no horizontal sums).
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "kernels/cpu/conv2d_simd.h"
+
+#if defined(__AVX512F__)
+
+namespace engine::kernels::cpu::detail {
+namespace {
+
+constexpr int kMaxNJ1 = 28, kMaxNJ2 = 14;  // tile widths for OCV = 1 and 2 (<= 31 registers)
+constexpr int64_t kMaxNJ = kMaxNJ1;
+
+// ---- forward ----
+
+// tmp (NJ, 16*OCV) = one tile; xrow = xp + oh*Wp + ow0.
+template <int OCV, int NJ>
+void forward_tile(const float* xrow, const Geometry& g, const float* w, const float* bias,
+                  float* tmp) {
+  __m512 acc[NJ][OCV];
+  for (int v = 0; v < OCV; ++v) {
+    __m512 b = bias ? _mm512_loadu_ps(bias + v * kLanes) : _mm512_setzero_ps();
+    for (int j = 0; j < NJ; ++j) acc[j][v] = b;
+  }
+  const int64_t plane = g.plane(), wp = g.wp, kw = g.kw;
+  const float* wk = w;
+  for (int64_t ci = 0; ci < g.c_in; ++ci)
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      const float* row = xrow + ci * plane + kh * wp;
+      for (int64_t c = 0; c < kw; ++c, wk += OCV * kLanes) {
+        __m512 wv[OCV];
+        for (int v = 0; v < OCV; ++v) wv[v] = _mm512_loadu_ps(wk + v * kLanes);
+        for (int j = 0; j < NJ; ++j) {
+          __m512 xb = _mm512_set1_ps(row[c + j]);
+          for (int v = 0; v < OCV; ++v) acc[j][v] = _mm512_fmadd_ps(wv[v], xb, acc[j][v]);
+        }
+      }
+    }
+  for (int j = 0; j < NJ; ++j)
+    for (int v = 0; v < OCV; ++v) _mm512_storeu_ps(tmp + (j * OCV + v) * kLanes, acc[j][v]);
+}
+
+using ForwardTile = void (*)(const float*, const Geometry&, const float*, const float*, float*);
+
+template <int OCV, int... NJ>
+constexpr auto forward_table(std::integer_sequence<int, NJ...>) {
+  return std::array<ForwardTile, sizeof...(NJ)>{forward_tile<OCV, NJ + 1>...};
+}
+constexpr auto kForward1 = forward_table<1>(std::make_integer_sequence<int, kMaxNJ1>{});
+constexpr auto kForward2 = forward_table<2>(std::make_integer_sequence<int, kMaxNJ2>{});
+
+// y rows: channel c of the tile, positions [0, nj) -> y + c*plane. tmp (nj, 16*ocv).
+void store_transposed(const float* tmp, int64_t ocv, int64_t nj, int64_t n_ch, float* y,
+                      int64_t plane) {
+  const int64_t width = ocv * kLanes;
+  for (int64_t v = 0; v < ocv; ++v)
+    for (int64_t j0 = 0; j0 < nj; j0 += kLanes) {
+      const int64_t cnt = std::min(kLanes, nj - j0);
+      __m512 r[kLanes];
+      for (int64_t j = 0; j < kLanes; ++j)
+        r[j] = j < cnt ? _mm512_loadu_ps(tmp + (j0 + j) * width + v * kLanes)
+                       : _mm512_setzero_ps();
+      transpose16(r);
+      const auto mask = static_cast<__mmask16>((1u << cnt) - 1u);
+      const int64_t chans = std::min(kLanes, n_ch - v * kLanes);
+      for (int64_t c = 0; c < chans; ++c)
+        _mm512_mask_storeu_ps(y + (v * kLanes + c) * plane + j0, mask, r[c]);
+    }
+}
+
+// ---- backward-filter ----
+
+constexpr int rmax(int ocv, int kw) { return std::max(1, std::min(8, 25 / (ocv * kw))); }
+
+struct FilterArgs {
+  const float* xs;
+  const float* dyt;
+  int64_t count, plane, sample, wp, oh, ow, cpad;
+};
+
+// out[(r*KW + c)*cpad + 16v + lane] = sum over samples and positions, for kernel rows at
+// row_off[r] (ci*plane + kh*Wp) and channels dyt[.][16v + lane] (dyt already offset).
+template <int OCV, int KW, int R>
+void filter_tile(const FilterArgs& a, const int64_t* row_off, float* out) {
+  __m512 acc[R][KW][OCV];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < KW; ++c)
+      for (int v = 0; v < OCV; ++v) acc[r][c][v] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < a.count; ++s) {
+    const float* xs = a.xs + s * a.sample;
+    const float* d = a.dyt + s * a.oh * a.ow * a.cpad;
+    for (int64_t i = 0; i < a.oh; ++i) {
+      const float* rows[R];
+      for (int r = 0; r < R; ++r) rows[r] = xs + row_off[r] + i * a.wp;
+      for (int64_t j = 0; j < a.ow; ++j, d += a.cpad) {
+        __m512 dv[OCV];
+        for (int v = 0; v < OCV; ++v) dv[v] = _mm512_loadu_ps(d + v * kLanes);
+        for (int r = 0; r < R; ++r)
+          for (int c = 0; c < KW; ++c) {
+            __m512 xb = _mm512_set1_ps(rows[r][j + c]);
+            for (int v = 0; v < OCV; ++v) acc[r][c][v] = _mm512_fmadd_ps(dv[v], xb, acc[r][c][v]);
+          }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < KW; ++c)
+      for (int v = 0; v < OCV; ++v)
+        _mm512_storeu_ps(out + (r * KW + c) * a.cpad + v * kLanes, acc[r][c][v]);
+}
+
+using FilterTile = void (*)(const FilterArgs&, const int64_t*, float*);
+
+template <int OCV, int KW, int R = 1>
+FilterTile pick_filter(int r) {
+  if constexpr (R > rmax(OCV, KW)) {
+    return nullptr;
+  } else {
+    return r == R ? filter_tile<OCV, KW, R> : pick_filter<OCV, KW, R + 1>(r);
+  }
+}
+
+template <int KW>
+FilterTile pick_filter(int ocv, int r) {
+  switch (ocv) {
+    case 1: return pick_filter<1, KW>(r);
+    case 2: return pick_filter<2, KW>(r);
+    case 3: return pick_filter<3, KW>(r);
+    default: return pick_filter<4, KW>(r);
+  }
+}
+
+}  // namespace
+
+void cv_conv_sample(const float* xp, const Geometry& g, const float* wcv, const float* bias,
+                    float* y) {
+  const int64_t oh = g.oh(), ow = g.ow(), k_len = g.k(), out_plane = oh * ow;
+  Blocks vb(ceil_div(g.c_out, kLanes), kCvVectors);
+  alignas(64) float tmp[kMaxNJ * kLanes * kCvVectors];
+  for (int64_t b = 0; b < vb.nb; ++b) {
+    const int64_t v0 = vb.start(b), ocv = vb.size(b);
+    const float* wb = wcv + kLanes * v0 * k_len;
+    const float* bb = bias ? bias + kLanes * v0 : nullptr;
+    const int64_t n_ch = std::min(ocv * kLanes, g.c_out - kLanes * v0);
+    Blocks jb(ow, ocv == 1 ? kMaxNJ1 : kMaxNJ2);
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t e = 0; e < jb.nb; ++e) {
+        const int64_t j0 = jb.start(e), nj = jb.size(e);
+        ForwardTile tile = ocv == 1 ? kForward1[nj - 1] : kForward2[nj - 1];
+        tile(xp + i * g.wp + j0, g, wb, bb, tmp);
+        store_transposed(tmp, ocv, nj, n_ch, y + kLanes * v0 * out_plane + i * ow + j0,
+                         out_plane);
+      }
+  }
+}
+
+bool cv_filter_supported(int64_t kw) { return kw == 3 || kw == 5; }
+
+void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geometry& g,
+                     float* part) {
+  const int64_t cpad = round16(g.c_out), plane = g.plane(), rows = g.c_in * g.kh;
+  Blocks vb(cpad / kLanes, 4);
+  for (int64_t b = 0; b < vb.nb; ++b) {
+    const int ocv = static_cast<int>(vb.size(b));
+    const int64_t v0 = vb.start(b);
+    FilterArgs a{xs, dyt + v0 * kLanes, count, plane, g.c_in * plane, g.wp, g.oh(), g.ow(), cpad};
+    Blocks rb(rows, g.kw == 3 ? rmax(ocv, 3) : rmax(ocv, 5));
+    for (int64_t e = 0; e < rb.nb; ++e) {
+      const int64_t r0 = rb.start(e);
+      const int r = static_cast<int>(rb.size(e));
+      int64_t row_off[8];
+      for (int i = 0; i < r; ++i) row_off[i] = (r0 + i) / g.kh * plane + (r0 + i) % g.kh * g.wp;
+      FilterTile tile = g.kw == 3 ? pick_filter<3>(ocv, r) : pick_filter<5>(ocv, r);
+      tile(a, row_off, part + r0 * g.kw * cpad + v0 * kLanes);
+    }
+  }
+}
+
+void cv_transpose_dy(const float* dy, int64_t c_out, int64_t p, float* dyt, float* bias_acc) {
+  const int64_t cpad = round16(c_out);
+  for (int64_t v = 0; v < cpad / kLanes; ++v) {
+    const int64_t chans = std::min(kLanes, c_out - v * kLanes);
+    __m512 bsum = _mm512_loadu_ps(bias_acc + v * kLanes);
+    for (int64_t p0 = 0; p0 < p; p0 += kLanes) {
+      const int64_t cnt = std::min(kLanes, p - p0);
+      const auto mask = static_cast<__mmask16>((1u << cnt) - 1u);
+      __m512 r[kLanes];
+      for (int64_t c = 0; c < kLanes; ++c)
+        r[c] = c < chans ? _mm512_maskz_loadu_ps(mask, dy + (v * kLanes + c) * p + p0)
+                         : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t j = 0; j < cnt; ++j) {
+        bsum = _mm512_add_ps(bsum, r[j]);
+        _mm512_storeu_ps(dyt + (p0 + j) * cpad + v * kLanes, r[j]);
+      }
+    }
+    _mm512_storeu_ps(bias_acc + v * kLanes, bsum);
+  }
+}
+
+}  // namespace engine::kernels::cpu::detail
+
+#endif  // __AVX512F__

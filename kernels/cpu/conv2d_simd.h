@@ -1,0 +1,109 @@
+// kernels/cpu/conv2d_simd.h: internal to kernels/cpu/conv2d_*.cpp: AVX-512 helpers and the two
+// stride-1 direct kernels. "Flat" vectorises over output positions of a padded-width plane
+// (conv2d_flat.cpp); "channel-vector" (cv) vectorises over 16 output channels and broadcasts
+// inputs (conv2d_cv.cpp). conv2d_direct.cpp picks one per shape and runs the batch loops.
+#pragma once
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace engine::kernels::cpu::detail {
+
+constexpr int64_t kLanes = 16;
+constexpr int64_t kSlack = 64;  // readable zeros after a padded buffer: tiles read past its end
+
+inline int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// n items in nb even blocks of at most max_block: block b is [start(b), start(b+1)).
+struct Blocks {
+  int64_t n, nb;
+  Blocks(int64_t n_, int64_t max_block) : n(n_), nb(ceil_div(n_, max_block)) {}
+  int64_t start(int64_t b) const { return n * b / nb; }
+  int64_t size(int64_t b) const { return start(b + 1) - start(b); }
+};
+
+// A stride-1 convolution over an already padded input: xp (Cin, Hp, Wp) -> y (Cout, OH, OW).
+struct Geometry {
+  int64_t c_in, hp, wp, c_out, kh, kw;
+  int64_t oh() const { return hp - kh + 1; }
+  int64_t ow() const { return wp - kw + 1; }
+  int64_t plane() const { return hp * wp; }
+  int64_t k() const { return c_in * kh * kw; }
+};
+
+// dst (Hp, Wp) = src (H, W) placed at row pt, column pl, zeros elsewhere.
+void pad_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp,
+               int64_t wp, float* dst);
+
+// r[j] lane c -> r[c] lane j: a 16 x 16 transpose in registers (4 rounds of vpermt2ps).
+void transpose16(__m512 r[16]);
+
+// ---- flat kernel: conv2d_flat.cpp ----
+
+constexpr int64_t kFlatMR = 8;  // output channels per tile
+
+// Filter packing for flat_conv_sample: outputs in blocks of <= kFlatMR, block [o0, o0+mr)
+// stored at dst + o0*K as (K, mr). value(o, k) is the weight of output o and tap k.
+template <class F>
+void flat_pack(float* dst, int64_t n_out, int64_t k_len, F value) {
+  Blocks bl(n_out, kFlatMR);
+  for (int64_t b = 0; b < bl.nb; ++b) {
+    int64_t o0 = bl.start(b), mr = bl.size(b);
+    for (int64_t k = 0; k < k_len; ++k)
+      for (int64_t r = 0; r < mr; ++r) dst[o0 * k_len + k * mr + r] = value(o0 + r, k);
+  }
+}
+
+// y (Cout, OH, OW) of one sample from xp (Cin, Hp, Wp) followed by kSlack readable floats.
+void flat_conv_sample(const float* xp, const Geometry& g, const float* wpk, const float* bias,
+                      float* y);
+
+// Backward-filter over one chunk in the flat layout: xc (Cin, q_pad) holding S padded planes
+// back to back (+ slack), dyc (Cout, q_pad) holding dy at rows < OH, cols < OW of each plane and
+// zeros elsewhere. part (Cout, K) = sum_q dyc[co][q] * xc[ci][q + kh*Wp + kw] over q < q_len.
+void flat_filter_chunk(const float* xc, const float* dyc, const Geometry& g, int64_t q_pad,
+                       int64_t q_len, float* part);
+
+// ---- channel-vector kernel: conv2d_cv.cpp ----
+
+// Output channels padded to vectors of 16; blocks of <= kCvVectors vectors share a tile.
+constexpr int64_t kCvVectors = 2;
+
+// Filter packing for cv_conv_sample: vector block [v0, v0+nv) stored at dst + 16*v0*K as
+// (K, 16*nv), channels >= n_out zero. value(o, k) as for flat_pack.
+template <class F>
+void cv_pack(float* dst, int64_t n_out, int64_t k_len, F value) {
+  Blocks vb(ceil_div(n_out, kLanes), kCvVectors);
+  for (int64_t b = 0; b < vb.nb; ++b) {
+    const int64_t v0 = vb.start(b), width = kLanes * vb.size(b);
+    float* d = dst + kLanes * v0 * k_len;
+    for (int64_t k = 0; k < k_len; ++k)
+      for (int64_t c = 0; c < width; ++c) {
+        int64_t o = kLanes * v0 + c;
+        d[k * width + c] = o < n_out ? value(o, k) : 0.f;
+      }
+  }
+}
+
+// As flat_conv_sample; bias (if not null) padded to a multiple of 16 floats.
+void cv_conv_sample(const float* xp, const Geometry& g, const float* wcv, const float* bias,
+                    float* y);
+
+// Whether cv_filter_chunk handles this kernel width.
+bool cv_filter_supported(int64_t kw);
+
+// Backward-filter over one chunk in the channel-vector layout: xs (count, Cin, Hp, Wp) padded
+// samples back to back (+ slack), dyt (count, OH*OW, cpad) dy transposed, cpad = round16(Cout).
+// part (K, cpad): part[k][co] = sum over samples and positions of dy * x at tap k.
+void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geometry& g,
+                     float* part);
+
+// dyt (OH*OW, cpad) = dy (Cout, OH*OW) transposed, channels >= Cout zero; adds each channel's
+// sum to bias_acc (cpad), in a fixed order.
+void cv_transpose_dy(const float* dy, int64_t c_out, int64_t p, float* dyt, float* bias_acc);
+
+}  // namespace engine::kernels::cpu::detail
+
+#endif  // __AVX512F__
