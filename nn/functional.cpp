@@ -8,7 +8,6 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/pool.h"
@@ -101,12 +100,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
       dx = Tensor::empty(x.shape());
       kc::conv2d_backward_data(f(dy), f(w), f(dx), s, f(ws), ws.numel());
     }
-    if (needs(w)) {
+    if (needs(b)) db = Tensor::empty(b.shape());
+    if (needs(w)) {  // the filter pass also sums the bias gradient while it reads dy
       dw = Tensor::empty(w.shape());
-      kc::conv2d_backward_filter(f(x), f(dy), f(dw), s, 0.0f, f(ws), ws.numel());
-    }
-    if (needs(b)) {
-      db = Tensor::empty(b.shape());
+      kc::conv2d_backward_filter(f(x), f(dy), f(dw), f(db), s, 0.0f, f(ws), ws.numel());
+    } else if (needs(b)) {
       kc::conv2d_backward_bias(f(dy), f(db), s, 0.0f);
     }
     return std::vector<Tensor>{dx, dw, db};

@@ -42,8 +42,12 @@ void forward_tile(const float* xrow, const Geometry& g, const float* w, const fl
       for (int64_t c = 0; c < kw; ++c, wk += OCV * kLanes) {
         __m512 wv[OCV];
         for (int v = 0; v < OCV; ++v) wv[v] = _mm512_loadu_ps(wk + v * kLanes);
+        // Opaque to GCC, which would otherwise carry the overlapping row[c + j] of successive c
+        // in scalar registers and spill them (predictive commoning), instead of broadcasting.
+        const float* xr = row + c;
+        asm("" : "+r"(xr));
         for (int j = 0; j < NJ; ++j) {
-          __m512 xb = _mm512_set1_ps(row[c + j]);
+          __m512 xb = _mm512_set1_ps(xr[j]);
           for (int v = 0; v < OCV; ++v) acc[j][v] = _mm512_fmadd_ps(wv[v], xb, acc[j][v]);
         }
       }

@@ -22,46 +22,25 @@ namespace engine::kernels::cpu::detail {
 
 void pad_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp,
                int64_t wp, float* dst) {
-  std::memset(dst, 0, sizeof(float) * pt * wp);
-  for (int64_t r = 0; r < h; ++r) {
-    float* row = dst + (pt + r) * wp;
-    std::memset(row, 0, sizeof(float) * pl);
-    std::memcpy(row + pl, src + r * w, sizeof(float) * w);
-    std::memset(row + pl + w, 0, sizeof(float) * (wp - pl - w));
-  }
-  std::memset(dst + (pt + h) * wp, 0, sizeof(float) * (hp - pt - h) * wp);
-}
-
-namespace {
-
-// vpermt2ps indices of the 4 transpose rounds (distance d = 8, 4, 2, 1): rows j and j+d swap
-// their off-diagonal d x d blocks. lo takes lane l from (l / 2d)*2d + l % 2d of (r[j], r[j+d])
-// laid end to end; hi takes the other half.
-struct TransposeIdx {
-  alignas(64) int32_t lo[4][kLanes];
-  alignas(64) int32_t hi[4][kLanes];
-  constexpr TransposeIdx() : lo{}, hi{} {
-    for (int s = 0, d = 8; s < 4; ++s, d /= 2)
-      for (int l = 0; l < kLanes; ++l) {
-        int block = l / (2 * d) * (2 * d), within = l % (2 * d);
-        lo[s][l] = within < d ? block + within : 16 + block + within - d;
-        hi[s][l] = within < d ? block + d + within : 16 + block + within;
+  // Rows are short (8 to 32 floats): each padded row is built in vectors from one masked load
+  // per 16 columns; the load address may precede src, but masked-off lanes are not read.
+  const auto src_base = reinterpret_cast<intptr_t>(src);
+  for (int64_t r = 0; r < hp; ++r) {
+    float* d = dst + r * wp;
+    const int64_t sr = r - pt;
+    for (int64_t c = 0; c < wp; c += kLanes) {
+      const int64_t cnt = std::min(kLanes, wp - c);
+      __m512 v = _mm512_setzero_ps();
+      if (sr >= 0 && sr < h) {
+        // Lanes l with pl <= c + l < pl + w hold src[sr][c + l - pl].
+        const int64_t lo = std::max<int64_t>(0, pl - c), hi = std::min<int64_t>(cnt, pl + w - c);
+        if (lo < hi) {
+          const auto mask = static_cast<__mmask16>(((1u << (hi - lo)) - 1u) << lo);
+          const intptr_t at = src_base + (sr * w + c - pl) * intptr_t{sizeof(float)};
+          v = _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(at));
+        }
       }
-  }
-};
-constexpr TransposeIdx kTransposeIdx;
-
-}  // namespace
-
-void transpose16(__m512 r[16]) {
-  for (int s = 0, d = 8; s < 4; ++s, d /= 2) {
-    const __m512i lo = _mm512_load_si512(kTransposeIdx.lo[s]);
-    const __m512i hi = _mm512_load_si512(kTransposeIdx.hi[s]);
-    for (int j = 0; j < kLanes; ++j) {
-      if ((j / d) % 2) continue;
-      __m512 a = r[j], b = r[j + d];
-      r[j] = _mm512_permutex2var_ps(a, lo, b);
-      r[j + d] = _mm512_permutex2var_ps(a, hi, b);
+      _mm512_mask_storeu_ps(d + c, static_cast<__mmask16>((1u << cnt) - 1u), v);
     }
   }
 }

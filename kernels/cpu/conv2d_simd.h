@@ -37,8 +37,43 @@ struct Geometry {
 void pad_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp,
                int64_t wp, float* dst);
 
+// vpermt2ps indices of the 4 rounds of transpose16 (distance d = 8, 4, 2, 1): rows j and j+d
+// swap their off-diagonal d x d blocks. lo takes lane l from (l / 2d)*2d + l % 2d of
+// (r[j], r[j+d]) laid end to end; hi takes the other half.
+struct TransposeIdx {
+  alignas(64) int32_t lo[4][kLanes];
+  alignas(64) int32_t hi[4][kLanes];
+  constexpr TransposeIdx() : lo{}, hi{} {
+    for (int s = 0, d = 8; s < 4; ++s, d /= 2)
+      for (int l = 0; l < kLanes; ++l) {
+        int block = l / (2 * d) * (2 * d), within = l % (2 * d);
+        lo[s][l] = within < d ? block + within : 16 + block + within - d;
+        hi[s][l] = within < d ? block + d + within : 16 + block + within;
+      }
+  }
+};
+inline constexpr TransposeIdx kTransposeIdx{};
+
+template <int S, int D>
+[[gnu::always_inline]] inline void transpose_round(__m512 (&r)[kLanes]) {
+  const __m512i lo = _mm512_load_si512(kTransposeIdx.lo[S]);
+  const __m512i hi = _mm512_load_si512(kTransposeIdx.hi[S]);
+#pragma GCC unroll 16
+  for (int j = 0; j < kLanes; ++j) {
+    if ((j / D) % 2) continue;
+    __m512 a = r[j], b = r[j + D];
+    r[j] = _mm512_permutex2var_ps(a, lo, b);
+    r[j + D] = _mm512_permutex2var_ps(a, hi, b);
+  }
+}
+
 // r[j] lane c -> r[c] lane j: a 16 x 16 transpose in registers (4 rounds of vpermt2ps).
-void transpose16(__m512 r[16]);
+[[gnu::always_inline]] inline void transpose16(__m512 (&r)[kLanes]) {
+  transpose_round<0, 8>(r);
+  transpose_round<1, 4>(r);
+  transpose_round<2, 2>(r);
+  transpose_round<3, 1>(r);
+}
 
 // ---- flat kernel: conv2d_flat.cpp ----
 

@@ -1,0 +1,418 @@
+// tests/apps/test_ring_demo.cpp: the built `ring_demo` end to end: its printed final buffers equal
+// the direct computation for W = 1..8 and awkward counts, every op; its steps are deterministic;
+// its SVG and HTML are well-formed (checked by the small XML parser below, also used by
+// test_plot.cpp); --compare prints a row per world size.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ring_demo_test {
+
+// Checks that text is well-formed XML: one root element, tags nested and closed, attributes quoted
+// and unique, entities known, no '<' or stray '&' in text. Fills the root's name and how many
+// elements of each name there are, and of each name.class ("div.frame"). Used by test_plot.cpp.
+bool xml_well_formed(const std::string& s, std::string* error, std::string* root,
+                     std::map<std::string, int>* counts) {
+  size_t i = 0;
+  const size_t n = s.size();
+  std::vector<std::string> stack;
+  bool seen_root = false;
+  auto fail = [&](const std::string& what) {
+    if (error) *error = what + " at offset " + std::to_string(i);
+    return false;
+  };
+  auto starts = [&](const char* p) { return s.compare(i, std::strlen(p), p) == 0; };
+  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  auto skip_space = [&] {
+    while (i < n && is_space(s[i])) ++i;
+  };
+  auto name_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' ||
+           c == '.';
+  };
+  auto name = [&] {
+    const size_t b = i;
+    while (i < n && name_char(s[i])) ++i;
+    return s.substr(b, i - b);
+  };
+  // At '&': a known entity or a character reference.
+  auto entity = [&]() -> bool {
+    const size_t semi = s.find(';', i);
+    if (semi == std::string::npos || semi - i > 10) return false;
+    const std::string e = s.substr(i + 1, semi - i - 1);
+    bool ok = e == "amp" || e == "lt" || e == "gt" || e == "quot" || e == "apos";
+    if (!ok && e.size() > 1 && e[0] == '#') {
+      ok = e[1] == 'x' ? e.size() > 2 &&
+                             e.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos
+                       : e.find_first_not_of("0123456789", 1) == std::string::npos;
+    }
+    i = semi + 1;
+    return ok;
+  };
+  auto skip_past = [&](const char* end) {
+    const size_t e = s.find(end, i);
+    if (e == std::string::npos) return false;
+    i = e + std::strlen(end);
+    return true;
+  };
+  while (i < n) {
+    if (s[i] != '<') {
+      if (stack.empty() && !is_space(s[i])) return fail("text outside the root element");
+      if (s[i] == '&') {
+        if (!entity()) return fail("bad entity");
+      } else {
+        ++i;
+      }
+      continue;
+    }
+    if (starts("<?")) {
+      if (!skip_past("?>")) return fail("unterminated <?");
+      continue;
+    }
+    if (starts("<!--")) {
+      if (!skip_past("-->")) return fail("unterminated comment");
+      continue;
+    }
+    if (starts("<![CDATA[")) {
+      if (stack.empty()) return fail("CDATA outside the root");
+      if (!skip_past("]]>")) return fail("unterminated CDATA");
+      continue;
+    }
+    if (starts("<!DOCTYPE")) {
+      if (seen_root) return fail("DOCTYPE after the root");
+      if (!skip_past(">")) return fail("unterminated DOCTYPE");
+      continue;
+    }
+    if (starts("</")) {
+      i += 2;
+      const std::string tag = name();
+      skip_space();
+      if (i >= n || s[i] != '>') return fail("bad end tag </" + tag);
+      ++i;
+      if (stack.empty() || stack.back() != tag)
+        return fail("</" + tag + "> closes <" + (stack.empty() ? "" : stack.back()) + ">");
+      stack.pop_back();
+      continue;
+    }
+    ++i;
+    const std::string tag = name();
+    if (tag.empty()) return fail("'<' not starting a tag");
+    if (stack.empty()) {
+      if (seen_root) return fail("a second root element <" + tag + ">");
+      seen_root = true;
+      if (root) *root = tag;
+    }
+    if (counts) ++(*counts)[tag];
+    std::set<std::string> attrs;
+    for (;;) {
+      const bool spaced = i < n && is_space(s[i]);
+      skip_space();
+      if (i >= n) return fail("unterminated <" + tag);
+      if (starts("/>")) {
+        i += 2;
+        break;
+      }
+      if (s[i] == '>') {
+        ++i;
+        stack.push_back(tag);
+        break;
+      }
+      if (!spaced) return fail("no space before an attribute of <" + tag + ">");
+      const std::string attr = name();
+      if (attr.empty()) return fail("bad attribute in <" + tag + ">");
+      if (!attrs.insert(attr).second) return fail("attribute " + attr + " twice in <" + tag + ">");
+      skip_space();
+      if (i >= n || s[i] != '=') return fail("attribute " + attr + " without a value");
+      ++i;
+      skip_space();
+      if (i >= n || (s[i] != '"' && s[i] != '\'')) return fail("unquoted attribute " + attr);
+      const char q = s[i++];
+      const size_t vb = i;
+      while (i < n && s[i] != q) {
+        if (s[i] == '<') return fail("'<' in attribute " + attr);
+        if (s[i] == '&') {
+          if (!entity()) return fail("bad entity in attribute " + attr);
+        } else {
+          ++i;
+        }
+      }
+      if (i >= n) return fail("unterminated attribute " + attr);
+      if (attr == "class" && counts) {
+        std::istringstream cls(s.substr(vb, i - vb));
+        std::string c;
+        while (cls >> c) ++(*counts)[tag + "." + c];
+      }
+      ++i;
+    }
+  }
+  if (!stack.empty()) return fail("<" + stack.back() + "> is never closed");
+  if (!seen_root) return fail("no root element");
+  return true;
+}
+
+namespace fs = std::filesystem;
+
+const std::string kDemo = std::string(ENGINE_BUILD_DIR) + "/apps/ring_demo";
+
+struct DemoOut {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+DemoOut run(const std::string& args) {
+  DemoOut r;
+  FILE* p = popen((kDemo + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The "Result" section: rank -> its printed final buffer (chunk marks dropped), and the verdicts.
+struct Final {
+  std::map<int, std::vector<double>> buffers;
+  std::map<int, std::string> verdicts;
+  int chunk_marks = 0;  // '|' on rank 0's line
+};
+
+Final parse_final(const std::string& out) {
+  Final f;
+  const size_t at = out.find("\nResult, checked against");
+  if (at == std::string::npos) return f;
+  std::istringstream in(out.substr(at + 1));
+  std::string line;
+  std::getline(in, line);  // the heading
+  while (std::getline(in, line) && line.rfind("  rank ", 0) == 0) {
+    std::istringstream ls(line.substr(7));
+    int rank = -1;
+    ls >> rank;
+    std::string tok;
+    std::vector<double> vals;
+    while (ls >> tok) {
+      if (tok == "|") {
+        if (rank == 0) ++f.chunk_marks;
+        continue;
+      }
+      if (tok == "OK" || tok == "MISMATCH") {
+        f.verdicts[rank] = tok;
+        continue;
+      }
+      vals.push_back(std::stod(tok));
+    }
+    f.buffers[rank] = vals;
+  }
+  return f;
+}
+
+const fs::path& tmp_dir() {
+  static const fs::path d = [] {
+    fs::path p = fs::temp_directory_path() / ("ring_demo_test_" + std::to_string(getpid()));
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+class RingDemo : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_TRUE(fs::exists(kDemo)) << kDemo << " is missing: build the ring_demo target";
+  }
+  static void TearDownTestSuite() { fs::remove_all(tmp_dir()); }
+};
+
+TEST_F(RingDemo, FinalBuffersEqualTheDirectSumForEveryWorldSizeAndAwkwardCounts) {
+  for (int W = 1; W <= 8; ++W) {
+    std::set<int> counts = {0, 1, W - 1, W + 1, 13};
+    for (int N : counts) {
+      SCOPED_TRACE("W=" + std::to_string(W) + " N=" + std::to_string(N));
+      DemoOut r = run("--world-size " + std::to_string(W) + " --count " + std::to_string(N));
+      ASSERT_EQ(r.code, 0) << r.out;
+      Final f = parse_final(r.out);
+      ASSERT_EQ(f.buffers.size(), static_cast<size_t>(W)) << r.out;
+      EXPECT_EQ(f.chunk_marks, W + 1);  // W chunks: W+1 boundaries
+      for (int rank = 0; rank < W; ++rank) {
+        ASSERT_EQ(f.buffers[rank].size(), static_cast<size_t>(N)) << r.out;
+        EXPECT_EQ(f.verdicts[rank], "OK");
+        for (int i = 0; i < N; ++i) {
+          double want = 0;
+          for (int q = 0; q < W; ++q) want += q * 100 + i;
+          EXPECT_EQ(f.buffers[rank][i], want) << "rank " << rank << " element " << i;
+        }
+      }
+      EXPECT_NE(r.out.find("ring optimum"), std::string::npos);
+      EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
+    }
+  }
+}
+
+TEST_F(RingDemo, OpsAndValuesMatchTheDirectComputation) {
+  // W = 3, N = 5: rank-major inputs with negative and fractional values.
+  const std::vector<double> in = {1.5, -2, 3, 40, 0.25, -7, 8, 9.5, -10, 11, 12, 13, -14, 15, 16};
+  std::string list;
+  for (double v : in) list += (list.empty() ? "" : ",") + std::to_string(v);
+  for (std::string op : {"sum", "avg", "max"}) {
+    for (const char* seg : {"", " --segment 2"}) {
+      SCOPED_TRACE(op + seg);
+      DemoOut r = run("--world-size 3 --op " + op + " --values " + list + seg);
+      ASSERT_EQ(r.code, 0) << r.out;
+      Final f = parse_final(r.out);
+      ASSERT_EQ(f.buffers.size(), 3u);
+      for (int rank = 0; rank < 3; ++rank)
+        for (int i = 0; i < 5; ++i) {
+          double want = op == "max" ? -1e30 : 0;
+          for (int q = 0; q < 3; ++q)
+            want = op == "max" ? std::max(want, in[q * 5 + i]) : want + in[q * 5 + i];
+          if (op == "avg") want /= 3;
+          EXPECT_NEAR(f.buffers[rank][i], want, 1e-5) << "rank " << rank << " element " << i;
+        }
+    }
+  }
+}
+
+TEST_F(RingDemo, PrintsEveryStepOfEveryRankDeterministically) {
+  DemoOut a = run("--world-size 4 --count 8"), b = run("--world-size 4 --count 8");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(a.out, b.out);  // observer events are printed in (phase, step, rank) order
+  for (const char* want :
+       {"reduce-scatter step 1 of 3", "reduce-scatter step 3 of 3", "all-gather step 3 of 3",
+        "rank 0  sends c0 [0 1] -> rank 1; gets c3 [306 307] from rank 3, adds: c3 = [312 314]",
+        "          | 0 1 | 2 3 | 4 5 | 312 314 |", "rank 1  48 B in 6 steps",
+        "2(W-1)/W x 32 B = 48 B per rank", "All 4 ranks OK."})
+    EXPECT_NE(a.out.find(want), std::string::npos) << want << "\n" << a.out;
+  // Each step shows one send line per rank.
+  size_t sends = 0;
+  for (size_t p = a.out.find(" sends c"); p != std::string::npos; p = a.out.find(" sends c", p + 1))
+    ++sends;
+  EXPECT_EQ(sends, 2u * 3 * 4);
+  // Pipelined (several segments a chunk) still checks out.
+  DemoOut c = run("--world-size 5 --count 60 --segment 3");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("segments a step"), std::string::npos);
+  // Large counts: ranges instead of values, checked all the same.
+  DemoOut d = run("--world-size 3 --count 5000");
+  ASSERT_EQ(d.code, 0) << d.out;
+  EXPECT_NE(d.out.find("5000 elements, OK"), std::string::npos) << d.out;
+}
+
+TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
+  for (int W : {1, 2, 4, 7}) {
+    SCOPED_TRACE("W=" + std::to_string(W));
+    const std::string svg = (tmp_dir() / ("r" + std::to_string(W) + ".svg")).string();
+    const std::string html = (tmp_dir() / ("r" + std::to_string(W) + ".html")).string();
+    DemoOut r = run("--world-size " + std::to_string(W) + " --count 9 --op avg --svg " + svg +
+                " --html " + html);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const int frames = 2 * (W - 1) + 1;
+
+    const std::string s = slurp(svg);
+    std::string err, root;
+    std::map<std::string, int> n;
+    ASSERT_TRUE(xml_well_formed(s, &err, &root, &n)) << err;
+    EXPECT_EQ(root, "svg");
+    EXPECT_NE(s.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+    EXPECT_GE(n["g"], frames);
+    EXPECT_EQ(n["marker"], 2 * frames);                  // two arrow heads defined per panel
+    EXPECT_EQ(n["path"], 2 * frames + 2 * (W - 1) * W);  // ... and an arrow per rank per step
+    EXPECT_EQ(s.find("all-gather step") != std::string::npos, W > 1);
+
+    const std::string h = slurp(html);
+    n.clear();
+    // The page is written as well-formed XML (HTML5 accepts it), so parse it as such.
+    ASSERT_TRUE(xml_well_formed(h, &err, &root, &n)) << err;
+    EXPECT_EQ(root, "html");
+    EXPECT_EQ(n["script"], 1);
+    EXPECT_EQ(n["svg"], frames + 1);  // one per frame and the legend
+    EXPECT_EQ(n["button"], 2);
+    EXPECT_EQ(n["div.frame"], frames);
+    EXPECT_EQ(h.find("http://"), std::string::npos);
+    EXPECT_EQ(h.find("https://"), std::string::npos);
+    EXPECT_EQ(h.find(" src="), std::string::npos);
+    for (const char* key : {"ArrowLeft", "ArrowRight", "Prev", "Next"})
+      EXPECT_NE(h.find(key), std::string::npos) << key;
+  }
+}
+
+TEST(XmlCheck, RejectsWhatIsNotWellFormed) {
+  std::string err;
+  EXPECT_TRUE(xml_well_formed("<?xml version=\"1.0\"?>\n<a x=\"1\"><b/>t &amp; &#60;</a>\n", &err,
+                              nullptr, nullptr))
+      << err;
+  for (const char* bad :
+       {"<a><b></a></b>", "<a>", "<a></a><b></b>", "<a x=1></a>", "<a x=\"1\" x=\"2\"></a>",
+        "<a>&nbsp;</a>", "<a>1 < 2</a>", "text", "<a x=\"<\"></a>", ""})
+    EXPECT_FALSE(xml_well_formed(bad, &err, nullptr, nullptr)) << bad;
+}
+
+TEST_F(RingDemo, CompareHasARowPerWorldSize) {
+  for (const char* args : {"--compare", "--compare --bytes 1000000", "--compare --count 250000"}) {
+    SCOPED_TRACE(args);
+    DemoOut r = run(args);
+    ASSERT_EQ(r.code, 0) << r.out;
+    for (const char* want :
+         {"alpha", "beta", "2(W-1) (alpha + B/(W beta))", "reduce+broadcast", "all-to-all"})
+      EXPECT_NE(r.out.find(want), std::string::npos) << want;
+    std::set<int> rows;
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) {
+      int w = 0;
+      char bar = 0;
+      std::istringstream ls(line);
+      if (ls >> w >> bar && bar == '|') rows.insert(w);
+    }
+    std::set<int> want;
+    for (int w = 2; w <= 16; ++w) want.insert(w);
+    EXPECT_EQ(rows, want) << r.out;
+  }
+  DemoOut r = run("--compare --bytes 1000000");
+  EXPECT_NE(r.out.find("1.000 MB"), std::string::npos) << r.out;
+}
+
+TEST_F(RingDemo, BadFlagsGiveAClearErrorAndStatus2) {
+  struct Case {
+    const char* args;
+    const char* names;
+  } cases[] = {{"--world-size 0", "--world-size"},
+               {"--world-size 65", "--world-size"},
+               {"--count -1", "--count"},
+               {"--op median", "median"},
+               {"--segment 1", "--segment"},
+               {"--world-size 2 --values 1,2,3", "--values"},
+               {"--world-size 2 --values 1,x", "--values"},
+               {"--no-such-flag", "no-such-flag"}};
+  for (const Case& c : cases) {
+    DemoOut r = run(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.names), std::string::npos) << c.args << "\n" << r.out;
+  }
+  DemoOut h = run("--help");
+  EXPECT_EQ(h.code, 0);
+  for (const char* f : {"--world-size", "--count", "--op", "--segment", "--svg", "--html",
+                        "--values", "--compare", "--bytes", "reduce-scatter", "all-gather"})
+    EXPECT_NE(h.out.find(f), std::string::npos) << f;
+}
+
+}  // namespace ring_demo_test
