@@ -8,6 +8,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/pool.h"
@@ -149,10 +150,10 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
   uint64_t seed = gen.seed(), offset = gen.reserve(n);
   Tensor y = Tensor::empty(x.shape());
   kc::dropout_forward(f(x), f(y), n, p, seed, offset);
-  // The mask is a pure function of (seed, offset): backward applies it again to dy.
+  // The mask is a pure function of (seed, offset): backward draws it again, nothing is saved.
   record(y, "DropoutBackward", {x}, [n, p, seed, offset](const Tensor& dy) {
     Tensor dx = Tensor::empty(dy.shape());
-    kc::dropout_forward(f(dy), f(dx), n, p, seed, offset);
+    kc::dropout_backward(f(dy), f(dx), n, p, seed, offset);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -168,7 +169,7 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator& gen) {
   kc::dropout2d_forward(f(x), f(y), planes, plane, p, seed, offset);
   record(y, "Dropout2dBackward", {x}, [planes, plane, p, seed, offset](const Tensor& dy) {
     Tensor dx = Tensor::empty(dy.shape());
-    kc::dropout2d_forward(f(dy), f(dx), planes, plane, p, seed, offset);
+    kc::dropout2d_backward(f(dy), f(dx), planes, plane, p, seed, offset);
     return std::vector<Tensor>{dx};
   });
   return y;

@@ -199,7 +199,11 @@ std::string training_plot_svg(const std::vector<double>& step_loss,
   const size_t skipped = step_loss.size() - loss.size();
   double x_max = static_cast<double>(step_loss.size());
   for (auto& [step, acc] : epoch_acc) x_max = std::max(x_max, static_cast<double>(step));
-  const std::vector<double> xt = nice_ticks(0, std::max(1.0, x_max), 8);
+  std::vector<double> xt = nice_ticks(0, std::max(1.0, x_max), 8);
+  if (xt[1] - xt[0] < 1) {  // steps are whole numbers
+    xt.clear();
+    for (double x = 0; x <= std::max(1.0, x_max); x += 1) xt.push_back(x);
+  }
 
   std::string s =
       str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -252,8 +256,7 @@ std::string training_plot_svg(const std::vector<double>& step_loss,
     alo = std::max(0.0, alo - pad);
     ahi = std::min(100.0, ahi + pad);
   }
-  const std::vector<double> at =
-      clamp_ticks(nice_ticks(alo, ahi, 4), std::max(0.0, alo), std::max(std::min(100.0, ahi), ahi));
+  const std::vector<double> at = clamp_ticks(nice_ticks(alo, ahi, 4), 0.0, 100.0);
   const Panel ap{392, 170, xt.front(), xt.back(), at.front(), at.back()};
   s += axes(ap, xt, at, "test accuracy", "%", true);
   if (acc.empty()) {

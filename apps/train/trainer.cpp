@@ -99,7 +99,7 @@ std::unique_ptr<comm::Communicator> connect(const TrainConfig& c) {
   if (t.world_size == 1) return nullptr;
   ENGINE_CHECK(c.backend == "ring", "--backend nccl needs CUDA tensors (--device cuda), and this "
                "build trains on cpu: use --backend ring");
-  return comm::init_communicator(o);
+  return comm::connect_communicator(t.store, t.rank, t.world_size, o.connect);
 }
 
 // This rank's sample indices for an epoch.

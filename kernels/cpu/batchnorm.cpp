@@ -1,47 +1,83 @@
-// kernels/cpu/batchnorm.cpp: batch normalisation, one channel per task.
+// kernels/cpu/batchnorm.cpp: batch norm loops around kernels/batchnorm.h, parallel over
+// channels; each channel's sums run in a fixed order (n, then position) in double lanes.
 #include "kernels/cpu/batchnorm.h"
 
 #include <cmath>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace engine::kernels::cpu {
+namespace {
 
-// Calls fn(channel, offset of sample n's plane) over the planes of one channel.
-template <class Fn>
-static void for_planes(const BatchNormShape& s, int64_t ch, Fn fn) {
-  for (int64_t n = 0; n < s.n; ++n) fn((n * s.c + ch) * s.hw);
+constexpr int kL = 8;  // double lanes of the per-plane sums
+
+// Sum over one plane of f(i), in kL lanes combined in a fixed order.
+template <class F>
+double plane_sum(int64_t count, F f) {
+  double acc[kL] = {};
+  int64_t i = 0;
+  for (; i + kL <= count; i += kL)
+    for (int l = 0; l < kL; ++l) acc[l] += f(i + l);
+  for (int l = 0; i + l < count; ++l) acc[l] += f(i + l);
+  double total = 0.0;
+  for (int l = 0; l < kL; ++l) total += acc[l];
+  return total;
 }
 
+void check(const BatchNormShape& s, const char* what) {
+  ENGINE_CHECK(s.n >= 0 && s.c > 0 && s.hw > 0, what, ": bad shape (", s.n, ", ", s.c, ", ",
+               s.hw, ")");
+}
+
+// Planes of channel c: x + (n*C + c)*HW.
+template <class F>
+void for_planes(const BatchNormShape& s, int64_t c, F f) {
+  for (int64_t n = 0; n < s.n; ++n) f((n * s.c + c) * s.hw);
+}
+
+void affine(const float* x, float* y, const BatchNormShape& s, int64_t c, BnAffine a) {
+  for_planes(s, c, [&](int64_t off) {
+    for (int64_t i = 0; i < s.hw; ++i) y[off + i] = bn_apply(x[off + i], a);
+  });
+}
+
+}  // namespace
+
 void batch_norm_train_forward(const float* x, const float* gamma, const float* beta, float* y,
-                              float* mean, float* invstd, float* running_mean,
+                              float* save_mean, float* save_invstd, float* running_mean,
                               float* running_var, const BatchNormShape& s, float momentum,
                               float eps) {
-  const int64_t count = s.count();
-  parallel_for(s.c, 1, [&](int64_t b, int64_t e) {
-    for (int64_t ch = b; ch < e; ++ch) {
-      double sum = 0;
-      for_planes(s, ch, [&](int64_t o) {
-        for (int64_t i = 0; i < s.hw; ++i) sum += x[o + i];
+  check(s, "batch_norm_train_forward");
+  const int64_t m = s.count();
+  ENGINE_CHECK(m > 1, "batch_norm_train_forward: expected more than 1 value per channel, got ",
+               "input (", s.n, ", ", s.c, ", ", s.hw, ")");
+  parallel_for(s.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double sum = 0.0;
+      for_planes(s, c, [&](int64_t off) {
+        sum += plane_sum(s.hw, [&](int64_t i) { return double(x[off + i]); });
       });
-      const double m = sum / static_cast<double>(count);
-      double var_sum = 0;
-      for_planes(s, ch, [&](int64_t o) {
-        for (int64_t i = 0; i < s.hw; ++i) {
-          double d = x[o + i] - m;
-          var_sum += d * d;
-        }
+      const double mean = sum / double(m);
+      double var_sum = 0.0;
+      for_planes(s, c, [&](int64_t off) {
+        var_sum += plane_sum(s.hw, [&](int64_t i) {
+          double d = double(x[off + i]) - mean;
+          return d * d;
+        });
       });
-      const double biased = var_sum / static_cast<double>(count);
-      mean[ch] = static_cast<float>(m);
-      invstd[ch] = static_cast<float>(bn_invstd<double>(biased, eps));
-      running_mean[ch] = bn_running_update<float>(running_mean[ch], mean[ch], momentum);
-      running_var[ch] = bn_running_update<float>(
-          running_var[ch], static_cast<float>(bn_unbiased_var<double>(var_sum, count)), momentum);
-      BnAffine a = bn_affine(mean[ch], invstd[ch], gamma[ch], beta[ch]);
-      for_planes(s, ch, [&](int64_t o) {
-        for (int64_t i = 0; i < s.hw; ++i) y[o + i] = bn_apply(x[o + i], a);
-      });
+      const double invstd = bn_invstd(var_sum / double(m), double(eps));
+      save_mean[c] = static_cast<float>(mean);
+      save_invstd[c] = static_cast<float>(invstd);
+      if (running_mean)
+        running_mean[c] = static_cast<float>(
+            bn_running_update(double(running_mean[c]), mean, double(momentum)));
+      if (running_var)
+        running_var[c] = static_cast<float>(bn_running_update(
+            double(running_var[c]), bn_unbiased_var(var_sum, m), double(momentum)));
+      affine(x, y, s, c,
+             bn_affine(save_mean[c], save_invstd[c], gamma ? gamma[c] : 1.f,
+                       beta ? beta[c] : 0.f));
     }
   });
 }
@@ -49,38 +85,67 @@ void batch_norm_train_forward(const float* x, const float* gamma, const float* b
 void batch_norm_eval_forward(const float* x, const float* gamma, const float* beta,
                              const float* running_mean, const float* running_var, float* y,
                              const BatchNormShape& s, float eps) {
-  parallel_for(s.c, 1, [&](int64_t b, int64_t e) {
-    for (int64_t ch = b; ch < e; ++ch) {
-      float is = bn_invstd<float>(running_var[ch], eps);
-      BnAffine a = bn_affine(running_mean[ch], is, gamma[ch], beta[ch]);
-      for_planes(s, ch, [&](int64_t o) {
-        for (int64_t i = 0; i < s.hw; ++i) y[o + i] = bn_apply(x[o + i], a);
+  check(s, "batch_norm_eval_forward");
+  parallel_for(s.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float invstd = static_cast<float>(bn_invstd(double(running_var[c]), double(eps)));
+      affine(x, y, s, c,
+             bn_affine(running_mean[c], invstd, gamma ? gamma[c] : 1.f, beta ? beta[c] : 0.f));
+    }
+  });
+}
+
+void batch_norm_backward(const float* dy, const float* x, const float* gamma,
+                         const float* save_mean, const float* save_invstd, float* dx,
+                         float* dgamma, float* dbeta, const BatchNormShape& s) {
+  check(s, "batch_norm_backward");
+  const int64_t m = s.count();
+  parallel_for(s.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float mean = save_mean[c], invstd = save_invstd[c], w = gamma ? gamma[c] : 1.f;
+      double sum_dy = 0.0, dotp = 0.0;
+      for_planes(s, c, [&](int64_t off) {
+        sum_dy += plane_sum(s.hw, [&](int64_t i) { return double(dy[off + i]); });
+        dotp += plane_sum(s.hw, [&](int64_t i) {
+          return (double(x[off + i]) - double(mean)) * double(dy[off + i]);
+        });
+      });
+      if (dgamma) dgamma[c] = static_cast<float>(dotp * double(invstd));
+      if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
+      if (!dx) continue;
+      const float grad_mean = static_cast<float>(sum_dy / double(m));
+      const float proj = static_cast<float>(dotp * double(invstd) * double(invstd) / double(m));
+      for_planes(s, c, [&](int64_t off) {
+        for (int64_t i = 0; i < s.hw; ++i)
+          dx[off + i] = bn_backward_dx(dy[off + i], x[off + i], mean, invstd, w, grad_mean, proj);
       });
     }
   });
 }
 
-void batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
-                         const float* invstd, float* dx, float* dgamma, float* dbeta,
-                         const BatchNormShape& s) {
-  const int64_t count = s.count();
-  parallel_for(s.c, 1, [&](int64_t b, int64_t e) {
-    for (int64_t ch = b; ch < e; ++ch) {
-      const float m = mean[ch], is = invstd[ch];
-      double sum_dy = 0, sum_dy_xmu = 0;
-      for_planes(s, ch, [&](int64_t o) {
-        for (int64_t i = 0; i < s.hw; ++i) {
-          sum_dy += dy[o + i];
-          sum_dy_xmu += static_cast<double>(dy[o + i]) * (x[o + i] - m);
-        }
-      });
-      dbeta[ch] = static_cast<float>(sum_dy);
-      dgamma[ch] = static_cast<float>(sum_dy_xmu * is);
-      const float grad_mean = static_cast<float>(sum_dy / static_cast<double>(count));
-      const float proj = static_cast<float>(sum_dy_xmu * is * is / static_cast<double>(count));
-      for_planes(s, ch, [&](int64_t o) {
-        for (int64_t i = 0; i < s.hw; ++i)
-          dx[o + i] = bn_backward_dx(dy[o + i], x[o + i], m, is, gamma[ch], grad_mean, proj);
+void batch_norm_eval_backward(const float* dy, const float* x, const float* gamma,
+                              const float* running_mean, const float* running_var, float* dx,
+                              float* dgamma, float* dbeta, const BatchNormShape& s, float eps) {
+  check(s, "batch_norm_eval_backward");
+  parallel_for(s.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float mean = running_mean[c], w = gamma ? gamma[c] : 1.f;
+      const float invstd = static_cast<float>(bn_invstd(double(running_var[c]), double(eps)));
+      if (dgamma || dbeta) {
+        double sum_dy = 0.0, dotp = 0.0;
+        for_planes(s, c, [&](int64_t off) {
+          sum_dy += plane_sum(s.hw, [&](int64_t i) { return double(dy[off + i]); });
+          dotp += plane_sum(s.hw, [&](int64_t i) {
+            return (double(x[off + i]) - double(mean)) * double(dy[off + i]);
+          });
+        });
+        if (dgamma) dgamma[c] = static_cast<float>(dotp * double(invstd));
+        if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
+      }
+      if (!dx) continue;
+      const float scale = invstd * w;
+      for_planes(s, c, [&](int64_t off) {
+        for (int64_t i = 0; i < s.hw; ++i) dx[off + i] = dy[off + i] * scale;
       });
     }
   });

@@ -1,23 +1,33 @@
-// kernels/cpu/batchnorm.h: batch_norm2d on CPU. x, y (N, C, HW); gamma, beta, running stats,
-// mean, invstd (C). Per-channel sums are taken in double, in a fixed order.
+// kernels/cpu/batchnorm.h: CPU 2-d batch normalisation, train and eval, forward and backward,
+// with torch.nn.BatchNorm2d's semantics. x (N, C, HW); per-channel sums in double.
+// gamma/beta null mean affine=False (1 and 0); running stats null mean track_running_stats=False.
 #pragma once
 #include "kernels/batchnorm.h"
 
 namespace engine::kernels::cpu {
 
-// Training: normalises with the batch statistics, writes mean and invstd (for the backward) and
-// updates running_mean / running_var (unbiased) with momentum.
+// Batch statistics: y = (x - mean) * invstd * gamma + beta with the biased variance; saves
+// mean and invstd (C) for backward; running_mean/var = momentum * batch + (1 - momentum) * old,
+// with the unbiased variance. Needs N*HW > 1.
 void batch_norm_train_forward(const float* x, const float* gamma, const float* beta, float* y,
-                              float* mean, float* invstd, float* running_mean,
+                              float* save_mean, float* save_invstd, float* running_mean,
                               float* running_var, const BatchNormShape& s, float momentum,
                               float eps);
-// Evaluation: normalises with the running statistics.
+
+// Running statistics: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta.
 void batch_norm_eval_forward(const float* x, const float* gamma, const float* beta,
                              const float* running_mean, const float* running_var, float* y,
                              const BatchNormShape& s, float eps);
-// Training-mode backward from the saved mean and invstd: dx (N, C, HW), dgamma, dbeta (C).
-void batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
-                         const float* invstd, float* dx, float* dgamma, float* dbeta,
-                         const BatchNormShape& s);
+
+// Gradients of batch_norm_train_forward from its saved mean and invstd. Overwrites dx, dgamma,
+// dbeta; any of the three may be null (not wanted).
+void batch_norm_backward(const float* dy, const float* x, const float* gamma,
+                         const float* save_mean, const float* save_invstd, float* dx,
+                         float* dgamma, float* dbeta, const BatchNormShape& s);
+
+// Gradients of batch_norm_eval_forward (the statistics are constants). Same conventions.
+void batch_norm_eval_backward(const float* dy, const float* x, const float* gamma,
+                              const float* running_mean, const float* running_var, float* dx,
+                              float* dgamma, float* dbeta, const BatchNormShape& s, float eps);
 
 }  // namespace engine::kernels::cpu

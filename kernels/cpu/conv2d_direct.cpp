@@ -22,25 +22,41 @@ namespace engine::kernels::cpu::detail {
 
 void pad_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp,
                int64_t wp, float* dst) {
-  // Rows are short (8 to 32 floats): each padded row is built in vectors from one masked load
-  // per 16 columns; the load address may precede src, but masked-off lanes are not read.
-  const auto src_base = reinterpret_cast<intptr_t>(src);
+  // Rows are short (8 to 32 floats): each padded row is built in vectors of 16 columns, each
+  // from one masked load whose address may precede src (masked-off lanes are not read).
+  constexpr int64_t kMaxChunks = 16;  // rows up to 256 wide take this path
+  if (wp > kMaxChunks * kLanes) {
+    for (int64_t r = 0; r < hp; ++r) {
+      float* d = dst + r * wp;
+      const int64_t sr = r - pt;
+      for (int64_t c = 0; c < wp; ++c)
+        d[c] = (sr >= 0 && sr < h && c >= pl && c < pl + w) ? src[sr * w + c - pl] : 0.f;
+    }
+    return;
+  }
+  __mmask16 load_mask[kMaxChunks], store_mask[kMaxChunks];
+  const int64_t chunks = ceil_div(wp, kLanes);
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t c = k * kLanes, cnt = std::min(kLanes, wp - c);
+    // Lanes l with pl <= c + l < pl + w hold src[row][c + l - pl].
+    const int64_t lo = std::max<int64_t>(0, pl - c), hi = std::min<int64_t>(cnt, pl + w - c);
+    load_mask[k] = lo < hi ? static_cast<__mmask16>(((1u << (hi - lo)) - 1u) << lo) : 0;
+    store_mask[k] = static_cast<__mmask16>((1u << cnt) - 1u);
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  const auto base = reinterpret_cast<intptr_t>(src) - pl * intptr_t{sizeof(float)};
   for (int64_t r = 0; r < hp; ++r) {
     float* d = dst + r * wp;
     const int64_t sr = r - pt;
-    for (int64_t c = 0; c < wp; c += kLanes) {
-      const int64_t cnt = std::min(kLanes, wp - c);
-      __m512 v = _mm512_setzero_ps();
-      if (sr >= 0 && sr < h) {
-        // Lanes l with pl <= c + l < pl + w hold src[sr][c + l - pl].
-        const int64_t lo = std::max<int64_t>(0, pl - c), hi = std::min<int64_t>(cnt, pl + w - c);
-        if (lo < hi) {
-          const auto mask = static_cast<__mmask16>(((1u << (hi - lo)) - 1u) << lo);
-          const intptr_t at = src_base + (sr * w + c - pl) * intptr_t{sizeof(float)};
-          v = _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(at));
-        }
-      }
-      _mm512_mask_storeu_ps(d + c, static_cast<__mmask16>((1u << cnt) - 1u), v);
+    if (sr < 0 || sr >= h) {
+      for (int64_t k = 0; k < chunks; ++k)
+        _mm512_mask_storeu_ps(d + k * kLanes, store_mask[k], zero);
+      continue;
+    }
+    const intptr_t row = base + sr * w * intptr_t{sizeof(float)};
+    for (int64_t k = 0; k < chunks; ++k) {
+      const auto* at = reinterpret_cast<const float*>(row + k * kLanes * intptr_t{sizeof(float)});
+      _mm512_mask_storeu_ps(d + k * kLanes, store_mask[k], _mm512_maskz_loadu_ps(load_mask[k], at));
     }
   }
 }

@@ -1,5 +1,5 @@
-// kernels/cpu/optim.h: SGD and Adam updates over a parameter's elements, on CPU (loops around
-// kernels/optim.h, which the CUDA kernels share).
+// kernels/cpu/optim.h: CPU optimizer steps over one parameter tensor, torch.optim semantics
+// (kernels/optim.h has the per-element updates and the host-side coefficients).
 #pragma once
 #include <cstdint>
 
@@ -7,11 +7,14 @@
 
 namespace engine::kernels::cpu {
 
-// buf may be null when momentum is 0. first: the parameter's first step (buf = d).
-void sgd_step(float* p, const float* g, float* buf, int64_t count, const SgdConfig& c,
+// torch.optim.SGD.step for one parameter (count elements). buf is the momentum buffer (count,
+// unused when momentum is 0); first = true on the step that creates it (buf = gradient).
+void sgd_step(float* param, const float* grad, float* buf, int64_t count, const SgdConfig& c,
               bool first);
-// step counts from 1.
-void adam_step(float* p, const float* g, float* m, float* v, int64_t count, const AdamConfig& c,
-               int64_t step);
+
+// torch.optim.Adam.step (amsgrad off) for one parameter: m, v (count) start at zero; step counts
+// from 1 and is the step being taken.
+void adam_step(float* param, const float* grad, float* m, float* v, int64_t count,
+               const AdamConfig& c, int64_t step);
 
 }  // namespace engine::kernels::cpu

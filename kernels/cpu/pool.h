@@ -1,5 +1,4 @@
-// kernels/cpu/pool.h: max_pool2d on CPU. x (N, C, H, W) -> y (N, C, OH, OW); arg holds, per
-// output, the index of the chosen input inside its (H, W) plane, for the backward.
+// kernels/cpu/pool.h: CPU 2-d max pooling (k x k window, stride s, no padding, floor mode).
 #pragma once
 #include <cstdint>
 
@@ -7,8 +6,12 @@
 
 namespace engine::kernels::cpu {
 
+// y (N, C, OH, OW) = window maxima of x (N, C, H, W); arg (N, C, OH, OW) = index of each max
+// within its (H, W) plane (h*W + w), as torch's return_indices.
 void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s);
-// dx (N, C, H, W) = scatter of dy through arg (overwrites dx).
+
+// dx (N, C, H, W) = dy routed to the argmax of each window (summed where windows overlap).
+// Overwrites dx.
 void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const Pool2dShape& s);
 
 }  // namespace engine::kernels::cpu

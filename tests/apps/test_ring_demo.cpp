@@ -12,7 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -272,7 +274,10 @@ TEST_F(RingDemo, OpsAndValuesMatchTheDirectComputation) {
   // W = 3, N = 5: rank-major inputs with negative and fractional values.
   const std::vector<double> in = {1.5, -2, 3, 40, 0.25, -7, 8, 9.5, -10, 11, 12, 13, -14, 15, 16};
   std::string list;
-  for (double v : in) list += (list.empty() ? "" : ",") + std::to_string(v);
+  for (double v : in) {
+    if (!list.empty()) list += ',';
+    list += std::to_string(v);
+  }
   for (std::string op : {"sum", "avg", "max"}) {
     for (const char* seg : {"", " --segment 2"}) {
       SCOPED_TRACE(op + seg);
@@ -303,10 +308,10 @@ TEST_F(RingDemo, PrintsEveryStepOfEveryRankDeterministically) {
         "2(W-1)/W x 32 B = 48 B per rank", "All 4 ranks OK."})
     EXPECT_NE(a.out.find(want), std::string::npos) << want << "\n" << a.out;
   // Each step shows one send line per rank.
-  size_t sends = 0;
-  for (size_t p = a.out.find(" sends c"); p != std::string::npos; p = a.out.find(" sends c", p + 1))
-    ++sends;
-  EXPECT_EQ(sends, 2u * 3 * 4);
+  const std::regex send_line(R"(\n  rank \d+ +sends c\d)");
+  const auto sends = std::distance(std::sregex_iterator(a.out.begin(), a.out.end(), send_line),
+                                   std::sregex_iterator());
+  EXPECT_EQ(sends, 2 * 3 * 4);
   // Pipelined (several segments a chunk) still checks out.
   DemoOut c = run("--world-size 5 --count 60 --segment 3");
   ASSERT_EQ(c.code, 0) << c.out;
@@ -320,10 +325,10 @@ TEST_F(RingDemo, PrintsEveryStepOfEveryRankDeterministically) {
 TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
   for (int W : {1, 2, 4, 7}) {
     SCOPED_TRACE("W=" + std::to_string(W));
-    const std::string svg = (tmp_dir() / ("r" + std::to_string(W) + ".svg")).string();
-    const std::string html = (tmp_dir() / ("r" + std::to_string(W) + ".html")).string();
+    const std::string svg = (tmp_dir() / (std::to_string(W) + "_ranks.svg")).string();
+    const std::string html = (tmp_dir() / (std::to_string(W) + "_ranks.html")).string();
     DemoOut r = run("--world-size " + std::to_string(W) + " --count 9 --op avg --svg " + svg +
-                " --html " + html);
+                    " --html " + html);
     ASSERT_EQ(r.code, 0) << r.out;
     const int frames = 2 * (W - 1) + 1;
 
@@ -411,7 +416,7 @@ TEST_F(RingDemo, BadFlagsGiveAClearErrorAndStatus2) {
   DemoOut h = run("--help");
   EXPECT_EQ(h.code, 0);
   for (const char* f : {"--world-size", "--count", "--op", "--segment", "--svg", "--html",
-                        "--values", "--compare", "--bytes", "reduce-scatter", "all-gather"})
+                        "--values", "--compare", "--bytes", "Reduce-scatter", "All-gather"})
     EXPECT_NE(h.out.find(f), std::string::npos) << f;
 }
 

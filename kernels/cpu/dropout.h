@@ -1,0 +1,29 @@
+// kernels/cpu/dropout.h: CPU dropout (elementwise) and dropout2d (whole (n, c) planes).
+// Masks come from Philox (kernels/dropout.h): the same (seed, offset) gives the same mask on
+// CPU and CUDA and in forward and backward, so backward needs no stored mask. The caller takes
+// offset = Generator::reserve(count) (dropout) or reserve(planes) (dropout2d).
+#pragma once
+#include <cstdint>
+
+#include "kernels/dropout.h"
+
+namespace engine::kernels::cpu {
+
+// y[i] = x[i] / (1-p) if dropout_keep(seed, offset, i, p) else 0; y may alias x.
+void dropout_forward(const float* x, float* y, int64_t count, float p, uint64_t seed,
+                     uint64_t offset);
+// dx[i] = dy[i] / (1-p) under the same mask; dx may alias dy.
+void dropout_backward(const float* dy, float* dx, int64_t count, float p, uint64_t seed,
+                      uint64_t offset);
+
+// x, y (N, C, H, W) as (planes = N*C, plane_size = H*W): plane q kept when
+// dropout_keep(seed, offset, q, p), then scaled by 1/(1-p).
+void dropout2d_forward(const float* x, float* y, int64_t planes, int64_t plane_size, float p,
+                       uint64_t seed, uint64_t offset);
+void dropout2d_backward(const float* dy, float* dx, int64_t planes, int64_t plane_size, float p,
+                        uint64_t seed, uint64_t offset);
+
+// mask[i] = 1 if element (or plane) i is kept, else 0, for i < count (tests, debugging).
+void dropout_mask(uint8_t* mask, int64_t count, float p, uint64_t seed, uint64_t offset);
+
+}  // namespace engine::kernels::cpu
