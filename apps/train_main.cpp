@@ -16,6 +16,11 @@ int main(int argc, char** argv) {
   declare_train_flags(flags, c);
   try {
     if (!flags.parse(argc, argv)) return 0;
+  } catch (const engine::Error& e) {
+    std::fprintf(stderr, "train: %s\n", e.what());
+    return 2;
+  }
+  try {
     run_training(c);
   } catch (const engine::Error& e) {
     std::fprintf(stderr, "train: error: %s\n", e.what());

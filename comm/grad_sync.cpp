@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/trace.h"
 
 namespace engine::comm {
 
@@ -100,7 +101,13 @@ void GradSync::on_grad_ready(size_t i, const Tensor& g) {
 void GradSync::launch(size_t k) {
   Bucket* b = buckets_[k];
   b->launched = true;
-  b->work = comm_.all_reduce_async(b->flat, ReduceOp::AVG);
+  Tensor flat = b->flat;
+  b->work = comm_.submit([flat, k](Communicator& c) {
+    if (trace::enabled()) trace::set_thread_name("comm");
+    trace::Scope ts("allreduce", "comm");
+    ts.arg("bucket", k).arg("bytes", flat.nbytes());
+    c.all_reduce(flat, ReduceOp::AVG);
+  });
 }
 
 void GradSync::finish() {
@@ -116,7 +123,10 @@ void GradSync::finish() {
           std::memset(b->flat.data<float>() + offset_of_[i], 0, params_[i].second.nbytes());
       launch(k);
     }
-    for (size_t k = 0; k < buckets_.size(); ++k) buckets_[k]->work.wait();
+    {
+      trace::Scope ts("allreduce wait", "comm");
+      for (size_t k = 0; k < buckets_.size(); ++k) buckets_[k]->work.wait();
+    }
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor& p = params_[i].second;
       if (!p.grad().defined()) p.set_grad(Tensor::empty(p.shape()));
@@ -125,6 +135,7 @@ void GradSync::finish() {
     }
     return;
   }
+  trace::Scope ts(mode_ == SyncMode::AllReduce ? "allreduce" : "reduce+broadcast", "comm");
   for (auto& [n, p] : params_) {
     if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape()));
     Tensor g = p.grad();

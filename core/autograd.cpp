@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/trace.h"
 
 namespace engine {
 namespace {
@@ -99,7 +100,10 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
     Tensor g = std::move(pending[n].grad);
     pending.erase(n);
     std::vector<Tensor> grads;
-    if (g.defined()) grads = n->apply(g);
+    if (g.defined()) {
+      trace::Scope ts(n->name(), "backward");
+      grads = n->apply(g);
+    }
     for (size_t i = 0; i < n->next.size(); ++i) {
       Node* next = n->next[i].node.get();
       if (!next) continue;

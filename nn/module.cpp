@@ -1,6 +1,8 @@
 // nn/module.cpp: the recursive walks over parameters, buffers and children.
 #include "nn/module.h"
 
+#include "core/trace.h"
+
 namespace engine::nn {
 
 void Module::collect(const std::string& prefix, bool params, bool buffers,
@@ -10,6 +12,16 @@ void Module::collect(const std::string& prefix, bool params, bool buffers,
   if (buffers)
     for (auto& [n, t] : buffers_) out->emplace_back(prefix + n, t);
   for (auto& [n, m] : children_) m->collect(prefix + n + ".", params, buffers, out);
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  trace::Scope ts(path_.empty() ? "model" : path_, "forward");
+  return forward(x);
+}
+
+void Module::set_path(const std::string& path) {
+  path_ = path;
+  for (auto& [n, m] : children_) m->set_path(path + "." + n);
 }
 
 NamedTensors Module::named_parameters() const {

@@ -16,7 +16,8 @@ class Module {
  public:
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // Runs forward; with tracing on, as one event named after the module ("conv1", "layer1.0").
+  Tensor operator()(const Tensor& x);
 
   // Recursive, in PyTorch's state_dict order: own entries first, then each child's.
   NamedTensors named_parameters() const;
@@ -40,16 +41,19 @@ class Module {
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
+    m->set_path(path_.empty() ? name : path_ + "." + name);
     return m;
   }
 
  private:
+  void set_path(const std::string& path);
   void collect(const std::string& prefix, bool params, bool buffers, NamedTensors* out) const;
 
   // Params and buffers keep registration order; state_dict lists params then buffers per module.
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::string path_;  // dotted name inside the model, for traces
 };
 
 }  // namespace engine::nn

@@ -25,7 +25,7 @@ constexpr const char* kScript = R"(<script>
   function show(i) {
     cur = Math.max(0, Math.min(steps.length - 1, i));
     for (var k = 0; steps.length > k; k++)
-      steps[k].style.display = k === cur ? 'block' : 'none';
+      steps[k].style.display = k === cur ? 'flex' : 'none';
     document.getElementById('pos').textContent = 'frame ' + (cur + 1) + ' of ' + steps.length;
     document.getElementById('prev').disabled = cur === 0;
     document.getElementById('next').disabled = cur === steps.length - 1;
@@ -315,7 +315,9 @@ std::string render_html(const DemoRun& run) {
       "</title>\n<style>\nbody { font-family: sans-serif; margin: 1em 2em; }\n"
       "pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; }\n"
       ".controls { margin: 0.8em 0; font-size: 1.1em; }\n"
-      "button { font-size: 1em; padding: 0.2em 1em; }\n</style>\n</head>\n<body>\n";
+      "button { font-size: 1em; padding: 0.2em 1em; }\n"
+      ".frame { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; }\n"
+      ".frame pre { margin: 0; }\n</style>\n</head>\n<body>\n";
   s += "<h1>" + esc(heading(run)) + "</h1>\n";
   s += "<pre>" + esc(describe_intro(run)) + "</pre>\n";
   s += str("<svg width=\"820\" height=\"%.0f\" font-family=\"sans-serif\">", kLegendH) +
@@ -323,9 +325,13 @@ std::string render_html(const DemoRun& run) {
   s += "<div class=\"controls\"><button id=\"prev\" type=\"button\">Prev</button> "
        "<span id=\"pos\"></span> <button id=\"next\" type=\"button\">Next</button> "
        "(or the arrow keys)</div>\n";
+  const double scale = std::clamp(520 / L.pw, 0.8, 1.6);  // the picture beside its text
   for (size_t k = 0; k < run.frames.size(); ++k) {
     s += "<div class=\"frame\" id=\"frame" + std::to_string(k) + "\">\n";
-    s += str("<svg width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\">\n", L.pw, L.ph);
+    s +=
+        str("<svg width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+            "font-family=\"sans-serif\">\n",
+            L.pw * scale, L.ph * scale, L.pw, L.ph);
     s += panel(run, k, L, str("f%zu", k)) + "</svg>\n";
     std::string text = describe_phase(run, k) + describe_frame(run, k);
     if (k + 1 == run.frames.size()) text += describe_result(run, &ok);

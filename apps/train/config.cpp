@@ -39,6 +39,9 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add_choice("transport", &c.transport, {"auto", "tcp", "shm"},
                "how ranks talk: shared memory on one host, TCP between hosts");
   f.add("timeout", &c.timeout_s, "seconds any wait for another rank may take");
+  f.add("trace", &c.trace,
+        "write a Chrome trace (Perfetto, chrome://tracing): one track per rank and thread");
+  f.add("plot", &c.plot, "draw loss per step and test accuracy per epoch as an SVG");
   f.add_switch("drop-last", &c.drop_last,
                "--sharding sampler: cut the dataset to a multiple of the world size");
 }

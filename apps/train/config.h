@@ -32,6 +32,9 @@ struct TrainConfig {
   std::string transport = "auto";
   double timeout_s = 300;
   bool drop_last = false;
+  // Watching and measuring.
+  std::string trace;  // Chrome trace-event JSON of the run
+  std::string plot;   // SVG of loss per step and test accuracy per epoch
 };
 
 // Declares train's flags on f, bound to c.

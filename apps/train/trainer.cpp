@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <memory>
 
+#include "apps/train/plot.h"
 #include "apps/train/report.h"
 #include "comm/grad_sync.h"
 #include "comm/rendezvous.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "core/trace.h"
 #include "data/loader.h"
 #include "data/mnist.h"
 #include "data/partition.h"
@@ -97,9 +99,21 @@ std::unique_ptr<comm::Communicator> connect(const TrainConfig& c) {
   o.connect.transport = comm::transport_kind_from_name(c.transport);
   comm::InitTarget t = comm::resolve_init_method(o);
   if (t.world_size == 1) return nullptr;
-  ENGINE_CHECK(c.backend == "ring", "--backend nccl needs CUDA tensors (--device cuda), and this "
-               "build trains on cpu: use --backend ring");
   return comm::connect_communicator(t.store, t.rank, t.world_size, o.connect);
+}
+
+// Each rank writes its events; rank 0 merges them into one file with a track per rank.
+void write_trace(const std::string& path, comm::Communicator* comm) {
+  trace::disable();
+  if (!comm) return trace::write(path);
+  std::string part = path + ".rank" + std::to_string(comm->rank());
+  trace::write(part);
+  comm->barrier();
+  if (comm->rank() != 0) return;
+  std::vector<std::string> parts;
+  for (int r = 0; r < comm->size(); ++r) parts.push_back(path + ".rank" + std::to_string(r));
+  trace::merge_files(parts, path);
+  for (auto& p : parts) std::remove(p.c_str());
 }
 
 // This rank's sample indices for an epoch.
@@ -116,6 +130,8 @@ std::vector<int64_t> epoch_indices(const TrainConfig& c, int64_t n, int world, i
 
 void run_training(const TrainConfig& c) {
   validate(c);
+  ENGINE_CHECK(c.backend == "ring", "--backend nccl reduces CUDA tensors and this run trains on "
+               "cpu: use --backend ring (NCCL comes with the CUDA backend)");
   std::unique_ptr<comm::Communicator> comm = connect(c);
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   int threads = c.threads > 0 ? static_cast<int>(c.threads) : default_threads();
@@ -185,6 +201,10 @@ void run_training(const TrainConfig& c) {
     nn::save_training_checkpoint(c.checkpoint, *model, *opt, pos);
   };
 
+  if (!c.trace.empty()) trace::enable(rank);
+  std::vector<double> step_loss;                       // --plot: rank 0's loss per step
+  std::vector<std::pair<int64_t, double>> epoch_acc;  // --plot: (step, test accuracy)
+
   Progress progress(rank, rank == 0);
   const auto run_start = Clock::now();
   bool stop = c.steps > 0 && pos.step >= c.steps;
@@ -199,18 +219,37 @@ void run_training(const TrainConfig& c) {
     double loss_sum = 0;
     int64_t batches = 0, images = 0, bi = first;
     const auto epoch_start = Clock::now();
-    for (; loader->next(&b); ++bi) {
+    for (;; ++bi) {
+      {
+        trace::Scope ts("data", "data");
+        if (!loader->next(&b)) break;
+      }
+      trace::Scope step_scope("step", "step");
       opt->zero_grad();
       // As DDP (broadcast_buffers=True): rank 0's BatchNorm statistics go to every rank.
-      if (comm && !buffers.empty()) comm::broadcast_tensors(*comm, buffers, 0);
+      if (comm && !buffers.empty()) {
+        trace::Scope ts("broadcast buffers", "comm");
+        comm::broadcast_tensors(*comm, buffers, 0);
+      }
       Tensor labels = Tensor::from_vector_i64(b.labels, {b.size});
-      Tensor loss = model->loss(model->forward(images_tensor(b)), labels);
+      Tensor loss;
+      {
+        trace::Scope ts("forward", "forward");
+        loss = model->loss((*model)(images_tensor(b)), labels);
+      }
       if (sync) sync->begin();
-      loss.backward();
+      {
+        trace::Scope ts("backward", "backward");
+        loss.backward();
+      }
       if (sync) sync->finish();
-      opt->step();
+      {
+        trace::Scope ts("optimizer", "optimizer");
+        opt->step();
+      }
       ++pos.step;
       double l = loss.item();
+      if (!c.plot.empty()) step_loss.push_back(l);
       loss_sum += l;
       ++batches;
       images += b.size * world;
@@ -235,13 +274,20 @@ void run_training(const TrainConfig& c) {
     }
     r.train_loss = batches ? loss_sum / static_cast<double>(batches) : 0;
     r.images_per_s = train_s > 0 ? static_cast<double>(images) / train_s : 0;
-    evaluate(*model, mnist.test, comm.get(), &r);
+    {
+      trace::Scope ts("evaluate", "eval");
+      evaluate(*model, mnist.test, comm.get(), &r);
+    }
+    epoch_acc.emplace_back(r.step, r.test_acc);
     r.wall_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     if (rank == 0) print_epoch(rank, r);
     if (metrics) metrics->write(r);
     save_checkpoint(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : bi);
+    if (rank == 0 && !c.plot.empty())
+      write_training_plot(c.plot, step_loss, epoch_acc, c.model + ", world " + std::to_string(world));
   }
   if (rank == 0 && !c.save.empty()) nn::save_state_dict(c.save, *model);
+  if (!c.trace.empty()) write_trace(c.trace, comm.get());
   if (comm) comm->barrier();  // nobody leaves while a peer may still need it
 }
 

@@ -92,6 +92,13 @@ int64_t im2col_ws(const Conv2dShape& s) { return s.k() * s.oh() * s.ow(); }
 
 }  // namespace
 
+bool conv2d_algo_supported(const Conv2dShape& s, ConvAlgo algo, ConvPass pass) {
+  if (algo == ConvAlgo::kAuto || algo == ConvAlgo::kIm2col) return true;
+  if (!detail::direct_supported(s)) return false;
+  return algo != ConvAlgo::kChannelVector || pass != ConvPass::kBackwardFilter ||
+         detail::direct_cv_filter_supported(s);
+}
+
 int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo) {
   check_shape(s, "conv2d_workspace_count");
   if (!use_direct(s, algo, "conv2d_workspace_count")) return im2col_ws(s);

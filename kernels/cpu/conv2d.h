@@ -14,6 +14,12 @@ namespace engine::kernels::cpu {
 // kChannelVector are the two direct kernels (conv2d_simd.h), kIm2col the GEMM path.
 enum class ConvAlgo { kAuto, kFlat, kChannelVector, kIm2col };
 
+enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
+
+// Whether a forced algo runs this shape and pass (kAuto and kIm2col always do; the direct ones
+// need AVX-512, stride 1 and pad <= k-1; kChannelVector's filter pass needs KW 3 or 5).
+bool conv2d_algo_supported(const Conv2dShape& s, ConvAlgo algo, ConvPass pass);
+
 // Floats of workspace any of the passes below needs with the current num_threads().
 int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo = ConvAlgo::kAuto);
 

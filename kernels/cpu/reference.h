@@ -46,7 +46,7 @@ void batch_norm_train_forward(const float* x, const float* gamma, const float* b
 void batch_norm_eval_forward(const float* x, const float* gamma, const float* beta,
                              const float* running_mean, const float* running_var, float* y,
                              const BatchNormShape& s, float eps);
-// Train-mode gradients from the batch statistics of x; dgamma/dbeta may be null.
+// Train-mode gradients, recomputing the batch statistics of x; dgamma/dbeta may be null.
 void batch_norm_backward(const float* dy, const float* x, const float* gamma, float* dx,
                          float* dgamma, float* dbeta, const BatchNormShape& s, float eps);
 
@@ -66,5 +66,14 @@ void adam_step(float* p, const float* g, float* m, float* v, int64_t count,
                const AdamConfig& c, int64_t step);
 
 double sum(const float* x, int64_t count);
+
+// ---- check helpers shared by the kernel tests and benchmarks ----
+
+// x[i] = lo + (hi - lo) * philox_uniform(seed, 0, i): the same values on every machine.
+void fill_uniform(float* x, int64_t count, uint64_t seed, float lo = -1.f, float hi = 1.f);
+
+// max_i |got[i] - want[i]| / max(max_i |want[i]|, tiny): error relative to the data's scale.
+// NaN in the same places counts as equal; NaN in only one of them gives infinity.
+double max_rel_error(const float* got, const float* want, int64_t count);
 
 }  // namespace engine::kernels::ref

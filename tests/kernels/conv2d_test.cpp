@@ -1,0 +1,227 @@
+// tests/kernels/conv2d_test.cpp: conv2d (every algorithm) against the reference on awkward
+// shapes, gradients by finite differences, determinism, beta, workspace checks.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/reference.h"
+
+namespace engine::kernels {
+namespace {
+
+using cpu::ConvAlgo;
+using cpu::ConvPass;
+
+std::vector<float> filled(int64_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  ref::fill_uniform(v.data(), n, seed);
+  return v;
+}
+
+class Threads {
+ public:
+  explicit Threads(int n) : saved_(num_threads()) { set_num_threads(n); }
+  ~Threads() { set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+struct Grads {
+  std::vector<float> y, dx, dw, db;
+};
+
+Grads run(const Conv2dShape& s, ConvAlgo algo, const std::vector<float>& x,
+          const std::vector<float>& w, const float* b, const std::vector<float>& dy) {
+  Grads g{std::vector<float>(s.y_count()), std::vector<float>(s.x_count()),
+          std::vector<float>(s.w_count()), std::vector<float>(s.c_out)};
+  if (!cpu::conv2d_algo_supported(s, algo, ConvPass::kForward)) return g;
+  std::vector<float> ws(cpu::conv2d_workspace_count(s, algo));
+  const int64_t n = static_cast<int64_t>(ws.size());
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::kForward))
+    cpu::conv2d_forward(x.data(), w.data(), b, g.y.data(), s, ws.data(), n, algo);
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardData))
+    cpu::conv2d_backward_data(dy.data(), w.data(), g.dx.data(), s, ws.data(), n, algo);
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardFilter))
+    cpu::conv2d_backward_filter(x.data(), dy.data(), g.dw.data(), g.db.data(), s, 0.f, ws.data(),
+                                n, algo);
+  return g;
+}
+
+std::string describe(const Conv2dShape& s) {
+  return "x (" + std::to_string(s.n) + "," + std::to_string(s.c_in) + "," +
+         std::to_string(s.h) + "," + std::to_string(s.w) + ") w (" + std::to_string(s.c_out) +
+         "," + std::to_string(s.c_in) + "," + std::to_string(s.kh) + "," + std::to_string(s.kw) +
+         ") stride " + std::to_string(s.stride) + " pad " + std::to_string(s.pad);
+}
+
+// n, c_in, h, w, c_out, kh, kw, stride, pad
+const Conv2dShape kShapes[] = {
+    {2, 3, 7, 9, 5, 3, 3, 1, 1},      // odd sizes
+    {3, 2, 11, 6, 17, 3, 3, 1, 0},    // 17 outputs: channel vectors padded
+    {2, 4, 9, 9, 6, 5, 5, 1, 2},      //
+    {1, 1, 28, 28, 8, 5, 5, 1, 0},    // one input channel
+    {2, 5, 8, 10, 33, 1, 1, 1, 0},    // 1x1
+    {2, 3, 10, 9, 4, 2, 2, 1, 1},     // even kernel
+    {2, 3, 9, 11, 4, 3, 5, 1, 2},     // rectangular kernel, pad > kh-1
+    {2, 3, 9, 9, 5, 3, 3, 2, 1},      // stride 2
+    {2, 2, 10, 7, 3, 4, 2, 3, 0},     // stride 3
+    {2, 16, 14, 14, 32, 5, 5, 1, 2},  // convnet.conv2
+    {2, 32, 14, 14, 64, 3, 3, 1, 1},  // simplecnn.conv2
+    {3, 10, 12, 12, 20, 5, 5, 1, 0},  // net.conv2
+    {1, 7, 5, 40, 3, 3, 3, 1, 1},     // rows wider than 32
+    {2, 2, 3, 3, 3, 3, 3, 1, 2},      // output larger than input
+    {0, 3, 5, 5, 4, 3, 3, 1, 1},      // empty batch
+};
+
+const ConvAlgo kAlgos[] = {ConvAlgo::kAuto, ConvAlgo::kFlat, ConvAlgo::kChannelVector,
+                           ConvAlgo::kIm2col};
+
+TEST(Conv2d, MatchesReferenceEveryAlgorithm) {
+  Threads threads(2);
+  for (const Conv2dShape& s : kShapes) {
+    auto x = filled(s.x_count(), 1), w = filled(s.w_count(), 2), b = filled(s.c_out, 3);
+    auto dy = filled(s.y_count(), 4);
+    std::vector<float> y(s.y_count()), dx(s.x_count()), dw(s.w_count()), db(s.c_out);
+    ref::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s);
+    ref::conv2d_backward_data(dy.data(), w.data(), dx.data(), s);
+    ref::conv2d_backward_filter(x.data(), dy.data(), dw.data(), s);
+    ref::conv2d_backward_bias(dy.data(), db.data(), s);
+    for (ConvAlgo algo : kAlgos) {
+      SCOPED_TRACE(describe(s) + " algo " + std::to_string(static_cast<int>(algo)));
+      Grads g = run(s, algo, x, w, b.data(), dy);
+      const double tol = 2e-5;
+      if (cpu::conv2d_algo_supported(s, algo, ConvPass::kForward)) {
+        EXPECT_LT(ref::max_rel_error(g.y.data(), y.data(), s.y_count()), tol);
+        EXPECT_LT(ref::max_rel_error(g.dx.data(), dx.data(), s.x_count()), tol);
+      }
+      if (cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardFilter)) {
+        EXPECT_LT(ref::max_rel_error(g.dw.data(), dw.data(), s.w_count()), tol);
+        EXPECT_LT(ref::max_rel_error(g.db.data(), db.data(), s.c_out), tol);
+      }
+    }
+  }
+}
+
+TEST(Conv2d, NoBias) {
+  const Conv2dShape s{2, 3, 8, 8, 5, 3, 3, 1, 1};
+  auto x = filled(s.x_count(), 5), w = filled(s.w_count(), 6), dy = filled(s.y_count(), 7);
+  std::vector<float> y(s.y_count());
+  ref::conv2d_forward(x.data(), w.data(), nullptr, y.data(), s);
+  for (ConvAlgo algo : kAlgos) {
+    Grads g = run(s, algo, x, w, nullptr, dy);
+    if (cpu::conv2d_algo_supported(s, algo, ConvPass::kForward)) {
+      EXPECT_LT(ref::max_rel_error(g.y.data(), y.data(), s.y_count()), 2e-5);
+    }
+  }
+}
+
+TEST(Conv2d, BackwardBiasAndBeta) {
+  const Conv2dShape s{3, 4, 6, 7, 6, 3, 3, 1, 1};
+  auto x = filled(s.x_count(), 8), dy = filled(s.y_count(), 9);
+  std::vector<float> dw_ref(s.w_count()), db_ref(s.c_out);
+  ref::conv2d_backward_filter(x.data(), dy.data(), dw_ref.data(), s);
+  ref::conv2d_backward_bias(dy.data(), db_ref.data(), s);
+  for (ConvAlgo algo : kAlgos) {
+    if (!cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardFilter)) continue;
+    std::vector<float> ws(cpu::conv2d_workspace_count(s, algo));
+    std::vector<float> dw(s.w_count(), 0.5f), db(s.c_out, -0.25f), db2(s.c_out, 2.f);
+    cpu::conv2d_backward_filter(x.data(), dy.data(), dw.data(), db.data(), s, 1.f, ws.data(),
+                                static_cast<int64_t>(ws.size()), algo);
+    cpu::conv2d_backward_bias(dy.data(), db2.data(), s, 0.f);
+    for (int64_t i = 0; i < s.w_count(); ++i) EXPECT_NEAR(dw[i], dw_ref[i] + 0.5f, 1e-4);
+    for (int64_t i = 0; i < s.c_out; ++i) {
+      EXPECT_NEAR(db[i], db_ref[i] - 0.25f, 1e-4);
+      EXPECT_NEAR(db2[i], db_ref[i], 1e-4);
+    }
+  }
+}
+
+// L = sum_i y_i r_i; its gradients are backward_data(r), backward_filter(x, r), sum(r).
+double loss(const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
+            const std::vector<float>& b, const std::vector<float>& r, ConvAlgo algo) {
+  std::vector<float> y(s.y_count()), ws(cpu::conv2d_workspace_count(s, algo));
+  cpu::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s, ws.data(),
+                      static_cast<int64_t>(ws.size()), algo);
+  double l = 0.0;
+  for (int64_t i = 0; i < s.y_count(); ++i) l += double(y[i]) * r[i];
+  return l;
+}
+
+TEST(Conv2d, GradientsMatchFiniteDifferences) {
+  const Conv2dShape shapes[] = {{2, 3, 6, 7, 4, 3, 3, 1, 1}, {2, 2, 7, 6, 3, 3, 3, 2, 1}};
+  for (const Conv2dShape& s : shapes) {
+    SCOPED_TRACE(describe(s));
+    auto x = filled(s.x_count(), 10), w = filled(s.w_count(), 11), b = filled(s.c_out, 12);
+    auto r = filled(s.y_count(), 13);
+    Grads g = run(s, ConvAlgo::kAuto, x, w, b.data(), r);
+    const float h = 1e-2f;
+    auto check = [&](std::vector<float>& v, const std::vector<float>& grad, const char* what) {
+      for (int64_t i = 0; i < static_cast<int64_t>(v.size()); i += 7) {
+        const float keep = v[i];
+        v[i] = keep + h;
+        double up = loss(s, x, w, b, r, ConvAlgo::kAuto);
+        v[i] = keep - h;
+        double down = loss(s, x, w, b, r, ConvAlgo::kAuto);
+        v[i] = keep;
+        double fd = (up - down) / (2.0 * h);
+        EXPECT_NEAR(grad[i], fd, 2e-3 * std::max(1.0, std::fabs(fd))) << what << "[" << i << "]";
+      }
+    };
+    check(x, g.dx, "dx");
+    check(w, g.dw, "dw");
+    check(b, g.db, "db");
+  }
+}
+
+TEST(Conv2d, DeterministicAcrossRunsAndThreadCounts) {
+  const Conv2dShape s{13, 8, 12, 11, 16, 3, 3, 1, 1};
+  auto x = filled(s.x_count(), 20), w = filled(s.w_count(), 21), b = filled(s.c_out, 22);
+  auto dy = filled(s.y_count(), 23);
+  for (ConvAlgo algo : kAlgos) {
+    Grads one, two, two_again;
+    {
+      Threads t(1);
+      one = run(s, algo, x, w, b.data(), dy);
+    }
+    {
+      Threads t(2);
+      two = run(s, algo, x, w, b.data(), dy);
+      two_again = run(s, algo, x, w, b.data(), dy);
+    }
+    EXPECT_EQ(two.y, two_again.y);
+    EXPECT_EQ(two.dx, two_again.dx);
+    EXPECT_EQ(two.dw, two_again.dw);
+    EXPECT_EQ(two.db, two_again.db);
+    // Forward and backward-data split samples; backward-filter sums fixed chunks in order: the
+    // bits do not depend on the thread count either.
+    EXPECT_EQ(one.y, two.y);
+    EXPECT_EQ(one.dx, two.dx);
+    EXPECT_EQ(one.dw, two.dw);
+    EXPECT_EQ(one.db, two.db);
+  }
+}
+
+TEST(Conv2d, RejectsSmallWorkspaceAndBadShapes) {
+  const Conv2dShape s{2, 3, 8, 8, 4, 3, 3, 1, 1};
+  auto x = filled(s.x_count(), 1), w = filled(s.w_count(), 2);
+  std::vector<float> y(s.y_count());
+  std::vector<float> ws(16);
+  EXPECT_THROW(cpu::conv2d_forward(x.data(), w.data(), nullptr, y.data(), s, ws.data(),
+                                   static_cast<int64_t>(ws.size())),
+               Error);
+  Conv2dShape bad = s;
+  bad.kh = 11;  // larger than the padded input
+  EXPECT_THROW(cpu::conv2d_workspace_count(bad), Error);
+  Conv2dShape strided = s;
+  strided.stride = 2;
+  EXPECT_FALSE(cpu::conv2d_algo_supported(strided, ConvAlgo::kFlat, ConvPass::kForward));
+  EXPECT_THROW(cpu::conv2d_workspace_count(strided, ConvAlgo::kFlat), Error);
+}
+
+}  // namespace
+}  // namespace engine::kernels
