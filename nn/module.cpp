@@ -15,7 +15,7 @@ void Module::collect(const std::string& prefix, bool params, bool buffers,
 }
 
 Tensor Module::operator()(const Tensor& x) {
-  trace::Scope ts(path_.empty() ? "model" : path_, "forward");
+  trace::Scope ts(path_.empty() ? std::string_view("model") : std::string_view(path_), "forward");
   return forward(x);
 }
 

@@ -1,0 +1,126 @@
+// apps/bench_kernels/ops_gemm_conv.h: owns the GEMM-shaped Ops: linear (kernels/cpu/linear.h)
+// and conv2d (kernels/cpu/conv2d.h), forward and both backward products, checked against ref::.
+#pragma once
+#include <memory>
+
+#include "apps/bench_kernels/checks.h"
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/linear.h"
+
+namespace engine::bench {
+
+// Forward, the input gradient, the weight gradient.
+enum class Pass { kForward, kBackwardData, kBackwardWeight };
+
+inline const char* pass_name(Pass p) {
+  switch (p) {
+    case Pass::kForward: return "fwd";
+    case Pass::kBackwardData: return "bwd_data";
+    case Pass::kBackwardWeight: return "bwd_weight";
+  }
+  return "?";
+}
+
+// x (N, in), w (out, in), b (out), dy (N, out). Backward weight runs with beta 0, as training.
+class LinearOp : public Op {
+ public:
+  LinearOp(Pass pass, const kernels::LinearShape& s)
+      : pass_(pass), s_(s), x_(uniform(s.n * s.in, 1)), w_(uniform(s.out * s.in, 2)),
+        b_(uniform(s.out, 3)), dy_(uniform(s.n * s.out, 4)), y_(s.n * s.out), dx_(s.n * s.in),
+        dw_(s.out * s.in) {}
+
+  void run() override {
+    namespace kc = kernels::cpu;
+    switch (pass_) {
+      case Pass::kForward: kc::linear_forward(x_, w_, b_, y_, s_); break;
+      case Pass::kBackwardData: kc::linear_backward_data(dy_, w_, dx_, s_); break;
+      case Pass::kBackwardWeight: kc::linear_backward_weight(dy_, x_, dw_, s_, 0.f); break;
+    }
+  }
+
+  CheckResult check() override {
+    run();
+    if (pass_ == Pass::kForward) {
+      Buffer<float> want(s_.n * s_.out);
+      kernels::ref::linear_forward(x_, w_, b_, want, s_);
+      return compare("y", y_, want, want.count(), sum_tol(s_.in));
+    }
+    Buffer<float> dx(s_.n * s_.in), dw(s_.out * s_.in), db(s_.out);
+    kernels::ref::linear_backward(x_, w_, dy_, dx, dw, db, s_);
+    if (pass_ == Pass::kBackwardData) return compare("dx", dx_, dx, dx.count(), sum_tol(s_.out));
+    return compare("dw", dw_, dw, dw.count(), sum_tol(s_.n));
+  }
+
+  double flops() const override { return 2.0 * s_.n * s_.in * s_.out; }
+  double bytes() const override {
+    double x = s_.n * s_.in, w = s_.out * s_.in, y = s_.n * s_.out;
+    return 4.0 * (pass_ == Pass::kForward ? x + w + s_.out + y : x + w + y);
+  }
+
+ private:
+  Pass pass_;
+  kernels::LinearShape s_;
+  Buffer<float> x_, w_, b_, dy_, y_, dx_, dw_;
+};
+
+// x (N, Cin, H, W), w (Cout, Cin, KH, KW), b (Cout), dy (N, Cout, OH, OW). Backward weight is
+// the filter gradient with the bias gradient fused (beta 0), as training calls it.
+class Conv2dOp : public Op {
+ public:
+  Conv2dOp(Pass pass, const kernels::Conv2dShape& s,
+           kernels::cpu::ConvAlgo algo = kernels::cpu::ConvAlgo::kAuto)
+      : pass_(pass), s_(s), algo_(algo), x_(uniform(s.x_count(), 11)),
+        w_(uniform(s.w_count(), 12)), b_(uniform(s.c_out, 13)), dy_(uniform(s.y_count(), 14)),
+        y_(s.y_count()), dx_(s.x_count()), dw_(s.w_count()), db_(s.c_out),
+        ws_(kernels::cpu::conv2d_workspace_count(s, algo)) {}
+
+  void run() override {
+    namespace kc = kernels::cpu;
+    switch (pass_) {
+      case Pass::kForward: kc::conv2d_forward(x_, w_, b_, y_, s_, ws_, ws_.count(), algo_); break;
+      case Pass::kBackwardData:
+        kc::conv2d_backward_data(dy_, w_, dx_, s_, ws_, ws_.count(), algo_);
+        break;
+      case Pass::kBackwardWeight:
+        kc::conv2d_backward_filter(x_, dy_, dw_, db_, s_, 0.f, ws_, ws_.count(), algo_);
+        break;
+    }
+  }
+
+  CheckResult check() override {
+    run();
+    namespace kr = kernels::ref;
+    switch (pass_) {
+      case Pass::kForward: {
+        Buffer<float> want(s_.y_count());
+        kr::conv2d_forward(x_, w_, b_, want, s_);
+        return compare("y", y_, want, want.count(), sum_tol(s_.k()));
+      }
+      case Pass::kBackwardData: {
+        Buffer<float> want(s_.x_count());
+        kr::conv2d_backward_data(dy_, w_, want, s_);
+        return compare("dx", dx_, want, want.count(), sum_tol(s_.c_out * s_.kh * s_.kw));
+      }
+      case Pass::kBackwardWeight: break;
+    }
+    Buffer<float> dw(s_.w_count()), db(s_.c_out);
+    kr::conv2d_backward_filter(x_, dy_, dw, s_);
+    kr::conv2d_backward_bias(dy_, db, s_);
+    const int64_t k = s_.n * s_.oh() * s_.ow();
+    return worst_of({compare("dw", dw_, dw, dw.count(), sum_tol(k)),
+                     compare("db", db_, db, db.count(), sum_tol(k))});
+  }
+
+  double flops() const override { return 2.0 * s_.y_count() * s_.k(); }
+  double bytes() const override {
+    return 4.0 * (s_.x_count() + s_.w_count() + s_.y_count() + s_.c_out);
+  }
+
+ private:
+  Pass pass_;
+  kernels::Conv2dShape s_;
+  kernels::cpu::ConvAlgo algo_;
+  Buffer<float> x_, w_, b_, dy_, y_, dx_, dw_, db_, ws_;
+};
+
+}  // namespace engine::bench

@@ -1,0 +1,118 @@
+// kernels/cuda/activation.cu: ReLU and dropout, grid-stride loops around kernels/activation.h
+// and kernels/dropout.h. Dropout draws the same Philox numbers as the CPU: element i of a call
+// uses lane i % 4 of philox4x32(offset + i / 4, 0, seed), one Philox call per group of 4.
+#include "core/error.h"
+#include "kernels/activation.h"
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/dropout.h"
+
+namespace engine::kernels::cuda {
+namespace {
+
+__global__ void relu_forward_kernel(const float* x, float* y, int64_t count) {
+  for (ENGINE_GRID_LOOP(i, count)) y[i] = relu(x[i]);
+}
+
+__global__ void relu_backward_kernel(const float* dy, const float* y, float* dx, int64_t count) {
+  for (ENGINE_GRID_LOOP(i, count)) dx[i] = relu_grad(dy[i], y[i]);
+}
+
+// One thread per group of 4 elements.
+__global__ void dropout_kernel(const float* src, float* dst, int64_t count, float p,
+                               uint64_t seed, uint64_t offset) {
+  const float s = dropout_scale(p);
+  const int64_t groups = (count + 3) / 4;
+  for (ENGINE_GRID_LOOP(g, groups)) {
+    bool keep[4];
+    dropout_keep4(seed, offset, static_cast<uint64_t>(g), p, keep);
+    for (int64_t j = 0; j < 4 && 4 * g + j < count; ++j)
+      dst[4 * g + j] = dropout_apply(src[4 * g + j], keep[j], s);
+  }
+}
+
+// One thread per element; plane q = i / plane_size draws dropout_keep(seed, offset, q, p).
+__global__ void dropout2d_kernel(const float* src, float* dst, int64_t planes, int64_t plane_size,
+                                 float p, uint64_t seed, uint64_t offset) {
+  const float s = dropout_scale(p);
+  for (ENGINE_GRID_LOOP(i, planes * plane_size)) {
+    const uint64_t q = static_cast<uint64_t>(i / plane_size);
+    dst[i] = dropout_apply(src[i], dropout_keep(seed, offset, q, p), s);
+  }
+}
+
+void check_count(int64_t count, const char* what) {
+  ENGINE_CHECK(count >= 0, what, ": negative count ", count);
+}
+
+void check_p(float p, const char* what) {
+  ENGINE_CHECK(p >= 0.f && p <= 1.f, what, ": p must be in [0, 1], got ", p);
+}
+
+void launch_dropout(int device, const float* src, float* dst, int64_t count, float p,
+                    uint64_t seed, uint64_t offset, const char* what) {
+  check_count(count, what);
+  check_p(p, what);
+  if (count == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  dropout_kernel<<<blocks_for((count + 3) / 4), kThreads, 0,
+                   ::engine::cuda::compute_stream(device)>>>(src, dst, count, p, seed, offset);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_dropout2d(int device, const float* src, float* dst, int64_t planes,
+                      int64_t plane_size, float p, uint64_t seed, uint64_t offset,
+                      const char* what) {
+  check_count(planes, what);
+  check_count(plane_size, what);
+  check_p(p, what);
+  if (planes == 0 || plane_size == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  dropout2d_kernel<<<blocks_for(planes * plane_size), kThreads, 0,
+                     ::engine::cuda::compute_stream(device)>>>(src, dst, planes, plane_size, p,
+                                                               seed, offset);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void relu_forward(int device, const float* x, float* y, int64_t count) {
+  check_count(count, "cuda::relu_forward");
+  if (count == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  relu_forward_kernel<<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(
+      x, y, count);
+  CUDA_CHECK_LAUNCH();
+}
+
+void relu_backward(int device, const float* dy, const float* y, float* dx, int64_t count) {
+  check_count(count, "cuda::relu_backward");
+  if (count == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  relu_backward_kernel<<<blocks_for(count), kThreads, 0,
+                         ::engine::cuda::compute_stream(device)>>>(dy, y, dx, count);
+  CUDA_CHECK_LAUNCH();
+}
+
+void dropout_forward(int device, const float* x, float* y, int64_t count, float p, uint64_t seed,
+                     uint64_t offset) {
+  launch_dropout(device, x, y, count, p, seed, offset, "cuda::dropout_forward");
+}
+
+void dropout_backward(int device, const float* dy, float* dx, int64_t count, float p,
+                      uint64_t seed, uint64_t offset) {
+  launch_dropout(device, dy, dx, count, p, seed, offset, "cuda::dropout_backward");
+}
+
+void dropout2d_forward(int device, const float* x, float* y, int64_t planes, int64_t plane_size,
+                       float p, uint64_t seed, uint64_t offset) {
+  launch_dropout2d(device, x, y, planes, plane_size, p, seed, offset, "cuda::dropout2d_forward");
+}
+
+void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes,
+                        int64_t plane_size, float p, uint64_t seed, uint64_t offset) {
+  launch_dropout2d(device, dy, dx, planes, plane_size, p, seed, offset,
+                   "cuda::dropout2d_backward");
+}
+
+}  // namespace engine::kernels::cuda

@@ -1,0 +1,125 @@
+// kernels/cuda/ops.h: the CUDA kernels, one function per CPU kernel of kernels/cpu with the same
+// raw-pointer contract plus the device first. Pointers are device memory of `device`; every call
+// is queued on that device's compute stream (core/cuda/stream.cuh) and returns without waiting,
+// except where said. Plain C++: nn includes it. In a build without CUDA each function is an
+// inline stub that throws engine::Error, so callers need no #ifdef.
+#pragma once
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/batchnorm.h"
+#include "kernels/conv2d.h"
+#include "kernels/linear.h"
+#include "kernels/optim.h"
+#include "kernels/pool.h"
+#include "kernels/reduce.h"
+
+namespace engine::kernels::cuda {
+
+#ifdef ENGINE_WITH_CUDA
+#define ENGINE_CUDA_OP(...) __VA_ARGS__;
+#else
+[[noreturn]] inline void not_built(const char* fn) {
+  ENGINE_FAIL("kernels::cuda::", fn, ": CUDA is not built in (configure with -DENGINE_CUDA=ON)");
+}
+#define ENGINE_CUDA_OP(...) \
+  inline __VA_ARGS__ { not_built(__func__); }
+#endif
+
+// ---- linear (cuBLAS SGEMM; row-major operands read as transposed column-major, no copies) ----
+// y (N, out) = x (N, in) w^T + b (out); b may be null.
+ENGINE_CUDA_OP(void linear_forward(int device, const float* x, const float* w, const float* b,
+                                   float* y, const LinearShape& s))
+// dx (N, in) = dy (N, out) w (out, in). Overwrites dx.
+ENGINE_CUDA_OP(void linear_backward_data(int device, const float* dy, const float* w, float* dx,
+                                         const LinearShape& s))
+// dw (out, in) = beta * dw + dy^T x.
+ENGINE_CUDA_OP(void linear_backward_weight(int device, const float* dy, const float* x, float* dw,
+                                           const LinearShape& s, float beta))
+// db (out) = beta * db + sum over N of dy; deterministic (fixed-order block reduction).
+ENGINE_CUDA_OP(void linear_backward_bias(int device, const float* dy, float* db,
+                                         const LinearShape& s, float beta))
+
+// ---- conv2d (cuDNN, algorithm found once per shape and cached; FMA math, no TF32) ----
+ENGINE_CUDA_OP(void conv2d_forward(int device, const float* x, const float* w, const float* b,
+                                   float* y, const Conv2dShape& s))
+ENGINE_CUDA_OP(void conv2d_backward_data(int device, const float* dy, const float* w, float* dx,
+                                         const Conv2dShape& s))
+// dw = beta * dw + filter gradient.
+ENGINE_CUDA_OP(void conv2d_backward_filter(int device, const float* x, const float* dy, float* dw,
+                                           const Conv2dShape& s, float beta))
+// db (Cout) = beta * db + sum over N, OH, OW of dy; deterministic.
+ENGINE_CUDA_OP(void conv2d_backward_bias(int device, const float* dy, float* db,
+                                         const Conv2dShape& s, float beta))
+
+// ---- elementwise ----
+ENGINE_CUDA_OP(void relu_forward(int device, const float* x, float* y, int64_t count))
+ENGINE_CUDA_OP(void relu_backward(int device, const float* dy, const float* y, float* dx,
+                                  int64_t count))
+// Same masks as kernels/cpu/dropout.h for the same (seed, offset).
+ENGINE_CUDA_OP(void dropout_forward(int device, const float* x, float* y, int64_t count, float p,
+                                    uint64_t seed, uint64_t offset))
+ENGINE_CUDA_OP(void dropout_backward(int device, const float* dy, float* dx, int64_t count,
+                                     float p, uint64_t seed, uint64_t offset))
+ENGINE_CUDA_OP(void dropout2d_forward(int device, const float* x, float* y, int64_t planes,
+                                      int64_t plane_size, float p, uint64_t seed,
+                                      uint64_t offset))
+ENGINE_CUDA_OP(void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes,
+                                       int64_t plane_size, float p, uint64_t seed,
+                                       uint64_t offset))
+
+// ---- max pooling: arg (N, C, OH, OW) int32 index within the (H, W) plane ----
+ENGINE_CUDA_OP(void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg,
+                                       const Pool2dShape& s))
+// Overwrites dx; each input gathers from the windows covering it (no atomics: deterministic).
+ENGINE_CUDA_OP(void max_pool2d_backward(int device, const float* dy, const int32_t* arg,
+                                        float* dx, const Pool2dShape& s))
+
+// ---- batch norm (one block per channel, sums in double by a fixed tree) ----
+ENGINE_CUDA_OP(void batch_norm_train_forward(int device, const float* x, const float* gamma,
+                                             const float* beta, float* y, float* save_mean,
+                                             float* save_invstd, float* running_mean,
+                                             float* running_var, const BatchNormShape& s,
+                                             float momentum, float eps))
+ENGINE_CUDA_OP(void batch_norm_eval_forward(int device, const float* x, const float* gamma,
+                                            const float* beta, const float* running_mean,
+                                            const float* running_var, float* y,
+                                            const BatchNormShape& s, float eps))
+// dx, dgamma, dbeta may each be null (not wanted).
+ENGINE_CUDA_OP(void batch_norm_backward(int device, const float* dy, const float* x,
+                                        const float* gamma, const float* save_mean,
+                                        const float* save_invstd, float* dx, float* dgamma,
+                                        float* dbeta, const BatchNormShape& s))
+
+// ---- rows of (N, C): log-softmax, NLL loss (mean), argmax ----
+ENGINE_CUDA_OP(void log_softmax_forward(int device, const float* x, float* y, int64_t n,
+                                        int64_t c))
+ENGINE_CUDA_OP(void log_softmax_backward(int device, const float* dy, const float* y, float* dx,
+                                         int64_t n, int64_t c))
+// *loss (device scalar) = mean_i -logp[i, target[i]] (0 for N = 0). Waits for the device: a bad
+// target throws engine::Error naming its row and value, as the CPU kernel does.
+ENGINE_CUDA_OP(void nll_loss_forward(int device, const float* logp, const int64_t* target,
+                                     float* loss, int64_t n, int64_t c))
+// dlogp = -(*dloss)/N at each target, 0 elsewhere; dloss is a device scalar (no host sync).
+ENGINE_CUDA_OP(void nll_loss_backward(int device, const float* dloss, const int64_t* target,
+                                      float* dlogp, int64_t n, int64_t c))
+ENGINE_CUDA_OP(void argmax_rows(int device, const float* x, int64_t n, int64_t c, int64_t* out))
+
+// ---- optimizers: coefficients on the host (kernels/optim.h), one update per element ----
+ENGINE_CUDA_OP(void sgd_step(int device, float* param, const float* grad, float* buf,
+                             int64_t count, const SgdConfig& c, bool first))
+ENGINE_CUDA_OP(void adam_step(int device, float* param, const float* grad, float* m, float* v,
+                              int64_t count, const AdamConfig& c, int64_t step))
+
+// ---- collective reduction steps: dst[i] = op(dst[i], src[i]); dst[i] *= s ----
+ENGINE_CUDA_OP(void reduce_into(int device, float* dst, const float* src, int64_t count,
+                                ReduceOp op))
+ENGINE_CUDA_OP(void reduce_into(int device, double* dst, const double* src, int64_t count,
+                                ReduceOp op))
+ENGINE_CUDA_OP(void reduce_into(int device, int64_t* dst, const int64_t* src, int64_t count,
+                                ReduceOp op))
+ENGINE_CUDA_OP(void scale(int device, float* dst, int64_t count, float s))
+
+#undef ENGINE_CUDA_OP
+
+}  // namespace engine::kernels::cuda

@@ -1,0 +1,78 @@
+// kernels/cuda/pool.cu: 2-d max pooling around kernels/pool.h's max_pool_window.
+// Forward: one thread per output. Backward: one thread per input element, which gathers dy from
+// every window covering it whose argmax is that element (in window order): no atomics, so the
+// sums where windows overlap are deterministic.
+#include "core/error.h"
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/pool.h"
+
+namespace engine::kernels::cuda {
+namespace {
+
+__global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* arg, Pool2dShape s) {
+  const int64_t oh = s.oh(), ow = s.ow(), per_plane = oh * ow;
+  for (ENGINE_GRID_LOOP(i, s.planes() * per_plane)) {
+    const int64_t q = i / per_plane, r = (i - q * per_plane) / ow, c = i - q * per_plane - r * ow;
+    y[i] = max_pool_window(x + q * s.h * s.w, s.w, r * s.stride, c * s.stride, s.k, &arg[i]);
+  }
+}
+
+// Windows (r, c) with r*stride <= row < r*stride + k, i.e. r in [ceil((row-k+1)/stride),
+// row/stride], clipped to [0, oh).
+__device__ __forceinline__ void covering(int64_t pos, int64_t k, int64_t stride, int64_t out,
+                                         int64_t* lo, int64_t* hi) {
+  const int64_t first = pos - k + 1;
+  *lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+  *hi = min(pos / stride, out - 1);
+}
+
+__global__ void max_pool_backward_kernel(const float* dy, const int32_t* arg, float* dx,
+                                         Pool2dShape s) {
+  const int64_t oh = s.oh(), ow = s.ow(), plane = s.h * s.w;
+  for (ENGINE_GRID_LOOP(i, s.planes() * plane)) {
+    const int64_t q = i / plane, pos = i - q * plane, row = pos / s.w, col = pos - row * s.w;
+    int64_t r0, r1, c0, c1;
+    covering(row, s.k, s.stride, oh, &r0, &r1);
+    covering(col, s.k, s.stride, ow, &c0, &c1);
+    float g = 0.f;
+    const int64_t base = q * oh * ow;
+    for (int64_t r = r0; r <= r1; ++r)
+      for (int64_t c = c0; c <= c1; ++c)
+        if (arg[base + r * ow + c] == pos) g += dy[base + r * ow + c];
+    dx[i] = g;
+  }
+}
+
+void check(const Pool2dShape& s, const char* what) {
+  ENGINE_CHECK(s.n >= 0 && s.c > 0 && s.k > 0 && s.stride > 0 && s.h >= s.k && s.w >= s.k, what,
+               ": bad shape (", s.n, ", ", s.c, ", ", s.h, ", ", s.w, ") for window ", s.k,
+               " stride ", s.stride);
+  ENGINE_CHECK(s.h * s.w <= INT32_MAX, what, ": plane over 2^31 elements for int32 indices");
+}
+
+}  // namespace
+
+void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg,
+                        const Pool2dShape& s) {
+  check(s, "cuda::max_pool2d_forward");
+  const int64_t count = s.planes() * s.oh() * s.ow();
+  if (count == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  max_pool_forward_kernel<<<blocks_for(count), kThreads, 0,
+                            ::engine::cuda::compute_stream(device)>>>(x, y, arg, s);
+  CUDA_CHECK_LAUNCH();
+}
+
+void max_pool2d_backward(int device, const float* dy, const int32_t* arg, float* dx,
+                         const Pool2dShape& s) {
+  check(s, "cuda::max_pool2d_backward");
+  const int64_t count = s.planes() * s.h * s.w;
+  if (count == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  max_pool_backward_kernel<<<blocks_for(count), kThreads, 0,
+                             ::engine::cuda::compute_stream(device)>>>(dy, arg, dx, s);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace engine::kernels::cuda

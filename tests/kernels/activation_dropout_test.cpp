@@ -1,0 +1,136 @@
+// tests/kernels/activation_dropout_test.cpp: ReLU, dropout and dropout2d: values against the
+// reference, mask statistics, same mask for the same (seed, offset), p = 0 and p = 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/dropout.h"
+#include "kernels/cpu/reference.h"
+
+namespace engine::kernels {
+namespace {
+
+std::vector<float> filled(int64_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  ref::fill_uniform(v.data(), n, seed);
+  return v;
+}
+
+TEST(Relu, ForwardBackwardMatchReference) {
+  auto x = filled(100003, 1), dy = filled(100003, 2);
+  x[5] = 0.f;
+  x[6] = -0.f;
+  std::vector<float> y(x.size()), y_ref(x.size()), dx(x.size()), dx_ref(x.size());
+  cpu::relu_forward(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  ref::relu_forward(x.data(), y_ref.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(y, y_ref);
+  cpu::relu_backward(dy.data(), y.data(), dx.data(), static_cast<int64_t>(x.size()));
+  ref::relu_backward(dy.data(), y_ref.data(), dx_ref.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(dx, dx_ref);
+  EXPECT_EQ(dx[5], 0.f);  // gradient 0 at 0, as torch
+  // From the input instead of the output: same gradient.
+  cpu::relu_backward(dy.data(), x.data(), dx.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(dx, dx_ref);
+}
+
+TEST(Relu, NaNPropagatesAndInPlace) {
+  std::vector<float> x = {-1.f, NAN, 2.f};
+  cpu::relu_forward(x.data(), x.data(), 3);
+  EXPECT_EQ(x[0], 0.f);
+  EXPECT_TRUE(std::isnan(x[1]));
+  EXPECT_EQ(x[2], 2.f);
+}
+
+TEST(Dropout, MatchesReferenceAndKeep4MatchesKeep) {
+  const int64_t n = 10007;
+  auto x = filled(n, 3);
+  std::vector<float> y(n), y_ref(n);
+  for (float p : {0.f, 0.25f, 0.5f, 0.9f, 1.f}) {
+    cpu::dropout_forward(x.data(), y.data(), n, p, 42, 7);
+    ref::dropout_forward(x.data(), y_ref.data(), n, p, 42, 7);
+    EXPECT_EQ(y, y_ref) << "p " << p;
+  }
+  for (uint64_t g = 0; g < 100; ++g) {
+    bool keep[4];
+    dropout_keep4(9, 3, g, 0.3f, keep);
+    for (uint64_t j = 0; j < 4; ++j) EXPECT_EQ(keep[j], dropout_keep(9, 3, 4 * g + j, 0.3f));
+  }
+}
+
+TEST(Dropout, MaskFractionIsAboutP) {
+  const int64_t n = 200000;
+  std::vector<uint8_t> mask(n);
+  for (float p : {0.1f, 0.5f, 0.8f}) {
+    cpu::dropout_mask(mask.data(), n, p, 1234, 0);
+    int64_t kept = 0;
+    for (uint8_t m : mask) kept += m;
+    // Binomial standard deviation is at most sqrt(n)/2 ~ 224: allow 5 of them.
+    EXPECT_NEAR(double(kept), double(n) * (1.0 - p), 1200.0) << "p " << p;
+  }
+}
+
+TEST(Dropout, EdgeProbabilities) {
+  const int64_t n = 1000;
+  auto x = filled(n, 4);
+  std::vector<float> y(n);
+  cpu::dropout_forward(x.data(), y.data(), n, 0.f, 5, 0);
+  EXPECT_EQ(y, x);  // p = 0: identity
+  cpu::dropout_forward(x.data(), y.data(), n, 1.f, 5, 0);
+  for (float v : y) EXPECT_EQ(v, 0.f);  // p = 1: all zero
+  EXPECT_THROW(cpu::dropout_forward(x.data(), y.data(), n, 1.5f, 5, 0), Error);
+  EXPECT_THROW(cpu::dropout_forward(x.data(), y.data(), n, -0.1f, 5, 0), Error);
+}
+
+TEST(Dropout, SameMaskForSameSeedAndOffsetAndBackwardUsesIt) {
+  const int64_t n = 5003;
+  const float p = 0.4f;
+  auto x = filled(n, 6), dy = filled(n, 7);
+  std::vector<float> a(n), b(n), c(n), dx(n);
+  const int saved = num_threads();
+  set_num_threads(1);
+  cpu::dropout_forward(x.data(), a.data(), n, p, 77, 100);
+  set_num_threads(2);
+  cpu::dropout_forward(x.data(), b.data(), n, p, 77, 100);
+  set_num_threads(saved);
+  EXPECT_EQ(a, b);
+  cpu::dropout_forward(x.data(), c.data(), n, p, 77, 101);  // another offset: another mask
+  EXPECT_NE(a, c);
+  cpu::dropout_backward(dy.data(), dx.data(), n, p, 77, 100);
+  const float scale = 1.f / 0.6f;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool kept = a[i] != 0.f;
+    EXPECT_EQ(dx[i], kept ? dy[i] * scale : 0.f) << i;
+    if (kept) {
+      EXPECT_EQ(a[i], x[i] * scale);
+    }
+  }
+}
+
+TEST(Dropout2d, ZeroesWholePlanes) {
+  const int64_t planes = 2 * 64, plane = 49;  // (N=2, C=64, 7x7)
+  const float p = 0.5f;
+  auto x = filled(planes * plane, 8);
+  for (float& v : x) v += 2.f;  // no zeros in x
+  std::vector<float> y(x.size()), y_ref(x.size()), dx(x.size());
+  cpu::dropout2d_forward(x.data(), y.data(), planes, plane, p, 3, 9);
+  ref::dropout2d_forward(x.data(), y_ref.data(), planes, plane, p, 3, 9);
+  EXPECT_EQ(y, y_ref);
+  int64_t dropped = 0;
+  for (int64_t q = 0; q < planes; ++q) {
+    const bool keep = dropout_keep(3, 9, static_cast<uint64_t>(q), p);
+    dropped += keep ? 0 : 1;
+    for (int64_t i = 0; i < plane; ++i)
+      EXPECT_EQ(y[q * plane + i], keep ? x[q * plane + i] * 2.f : 0.f);
+  }
+  EXPECT_GT(dropped, planes / 4);
+  EXPECT_LT(dropped, 3 * planes / 4);
+  cpu::dropout2d_backward(x.data(), dx.data(), planes, plane, p, 3, 9);
+  EXPECT_EQ(dx, y);  // backward applies the same mask and scale
+}
+
+}  // namespace
+}  // namespace engine::kernels

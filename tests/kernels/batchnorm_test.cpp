@@ -1,0 +1,144 @@
+// tests/kernels/batchnorm_test.cpp: batch norm train/eval forward and backward against the
+// reference and finite differences, running statistics, affine off, error on one value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/reference.h"
+
+namespace engine::kernels {
+namespace {
+
+std::vector<float> filled(int64_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  std::vector<float> v(n);
+  ref::fill_uniform(v.data(), n, seed, lo, hi);
+  return v;
+}
+
+int64_t count(const BatchNormShape& s) { return s.n * s.c * s.hw; }
+
+const BatchNormShape kShapes[] = {{4, 3, 25}, {2, 5, 1}, {1, 2, 9}, {7, 16, 49}};
+
+TEST(BatchNorm, TrainForwardMatchesReference) {
+  for (const BatchNormShape& s : kShapes) {
+    auto x = filled(count(s), 1, -2.f, 3.f), gamma = filled(s.c, 2), beta = filled(s.c, 3);
+    auto rm = filled(s.c, 4), rv = filled(s.c, 5, 0.5f, 2.f);
+    auto rm_ref = rm, rv_ref = rv;
+    std::vector<float> y(count(s)), y_ref(count(s)), mean(s.c), invstd(s.c), mean_ref(s.c),
+        invstd_ref(s.c);
+    cpu::batch_norm_train_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(),
+                                  invstd.data(), rm.data(), rv.data(), s, 0.1f, 1e-5f);
+    ref::batch_norm_train_forward(x.data(), gamma.data(), beta.data(), y_ref.data(),
+                                  mean_ref.data(), invstd_ref.data(), rm_ref.data(),
+                                  rv_ref.data(), s, 0.1f, 1e-5f);
+    EXPECT_LT(ref::max_rel_error(y.data(), y_ref.data(), count(s)), 1e-5);
+    EXPECT_LT(ref::max_rel_error(mean.data(), mean_ref.data(), s.c), 1e-6);
+    EXPECT_LT(ref::max_rel_error(invstd.data(), invstd_ref.data(), s.c), 1e-6);
+    EXPECT_LT(ref::max_rel_error(rm.data(), rm_ref.data(), s.c), 1e-6);
+    EXPECT_LT(ref::max_rel_error(rv.data(), rv_ref.data(), s.c), 1e-6);
+  }
+}
+
+TEST(BatchNorm, RunningStatsUseUnbiasedVariance) {
+  // One channel, values 1..4: mean 2.5, biased var 1.25, unbiased var 5/3.
+  const BatchNormShape s{2, 1, 2};
+  const std::vector<float> x = {1, 2, 3, 4};
+  std::vector<float> y(4), mean(1), invstd(1), rm = {0.f}, rv = {1.f};
+  cpu::batch_norm_train_forward(x.data(), nullptr, nullptr, y.data(), mean.data(), invstd.data(),
+                                rm.data(), rv.data(), s, 0.1f, 1e-5f);
+  EXPECT_FLOAT_EQ(mean[0], 2.5f);
+  EXPECT_FLOAT_EQ(invstd[0], static_cast<float>(1.0 / std::sqrt(1.25 + 1e-5)));
+  EXPECT_FLOAT_EQ(rm[0], 0.25f);
+  EXPECT_FLOAT_EQ(rv[0], static_cast<float>(0.9 + 0.1 * 5.0 / 3.0));
+  EXPECT_NEAR(y[0], (1.0 - 2.5) / std::sqrt(1.25 + 1e-5), 1e-6);
+}
+
+TEST(BatchNorm, EvalForwardMatchesReference) {
+  const BatchNormShape s{3, 4, 10};
+  auto x = filled(count(s), 6), gamma = filled(s.c, 7), beta = filled(s.c, 8);
+  auto rm = filled(s.c, 9), rv = filled(s.c, 10, 0.5f, 2.f);
+  std::vector<float> y(count(s)), y_ref(count(s));
+  cpu::batch_norm_eval_forward(x.data(), gamma.data(), beta.data(), rm.data(), rv.data(),
+                               y.data(), s, 1e-5f);
+  ref::batch_norm_eval_forward(x.data(), gamma.data(), beta.data(), rm.data(), rv.data(),
+                               y_ref.data(), s, 1e-5f);
+  EXPECT_LT(ref::max_rel_error(y.data(), y_ref.data(), count(s)), 1e-6);
+}
+
+TEST(BatchNorm, BackwardMatchesReferenceAndFiniteDifferences) {
+  for (const BatchNormShape& s : kShapes) {
+    auto x = filled(count(s), 11, -2.f, 2.f), gamma = filled(s.c, 12, 0.5f, 1.5f);
+    auto beta = filled(s.c, 13), r = filled(count(s), 14);
+    std::vector<float> y(count(s)), mean(s.c), invstd(s.c), dx(count(s)), dg(s.c), db(s.c);
+    std::vector<float> dx_ref(count(s)), dg_ref(s.c), db_ref(s.c);
+    cpu::batch_norm_train_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(),
+                                  invstd.data(), nullptr, nullptr, s, 0.1f, 1e-5f);
+    cpu::batch_norm_backward(r.data(), x.data(), gamma.data(), mean.data(), invstd.data(),
+                             dx.data(), dg.data(), db.data(), s);
+    ref::batch_norm_backward(r.data(), x.data(), gamma.data(), dx_ref.data(), dg_ref.data(),
+                             db_ref.data(), s, 1e-5f);
+    EXPECT_LT(ref::max_rel_error(dx.data(), dx_ref.data(), count(s)), 1e-4);
+    EXPECT_LT(ref::max_rel_error(dg.data(), dg_ref.data(), s.c), 1e-5);
+    EXPECT_LT(ref::max_rel_error(db.data(), db_ref.data(), s.c), 1e-5);
+    auto loss = [&] {
+      std::vector<float> yy(count(s)), m(s.c), is(s.c);
+      cpu::batch_norm_train_forward(x.data(), gamma.data(), beta.data(), yy.data(), m.data(),
+                                    is.data(), nullptr, nullptr, s, 0.1f, 1e-5f);
+      double l = 0.0;
+      for (int64_t i = 0; i < count(s); ++i) l += double(yy[i]) * r[i];
+      return l;
+    };
+    const float h = 1e-2f;
+    auto check = [&](std::vector<float>& v, const std::vector<float>& grad, const char* what) {
+      for (size_t i = 0; i < v.size(); i += 3) {
+        const float keep = v[i];
+        v[i] = keep + h;
+        double up = loss();
+        v[i] = keep - h;
+        double down = loss();
+        v[i] = keep;
+        double fd = (up - down) / (2.0 * h);
+        EXPECT_NEAR(grad[i], fd, 2e-2 * std::max(1.0, std::fabs(fd))) << what << "[" << i << "]";
+      }
+    };
+    if (s.n * s.hw > 2) check(x, dx, "dx");  // two values per channel: dx is ~0, FD noisy
+    check(gamma, dg, "dgamma");
+    check(beta, db, "dbeta");
+  }
+}
+
+TEST(BatchNorm, AffineOffAndEvalBackward) {
+  const BatchNormShape s{3, 2, 5};
+  auto x = filled(count(s), 15), dy = filled(count(s), 16), rm = filled(s.c, 17);
+  auto rv = filled(s.c, 18, 0.5f, 2.f);
+  std::vector<float> ones(s.c, 1.f), zeros(s.c, 0.f), y1(count(s)), y2(count(s)), m(s.c),
+      is(s.c);
+  cpu::batch_norm_train_forward(x.data(), nullptr, nullptr, y1.data(), m.data(), is.data(),
+                                nullptr, nullptr, s, 0.1f, 1e-5f);
+  cpu::batch_norm_train_forward(x.data(), ones.data(), zeros.data(), y2.data(), m.data(),
+                                is.data(), nullptr, nullptr, s, 0.1f, 1e-5f);
+  EXPECT_EQ(y1, y2);
+  std::vector<float> dx(count(s)), dg(s.c), db(s.c);
+  cpu::batch_norm_eval_backward(dy.data(), x.data(), nullptr, rm.data(), rv.data(), dx.data(),
+                                dg.data(), db.data(), s, 1e-5f);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t c = 0; c < s.c; ++c)
+      for (int64_t i = 0; i < s.hw; ++i) {
+        int64_t at = (n * s.c + c) * s.hw + i;
+        EXPECT_NEAR(dx[at], dy[at] / std::sqrt(rv[c] + 1e-5f), 1e-6);
+      }
+}
+
+TEST(BatchNorm, OneValuePerChannelIsAnError) {
+  const BatchNormShape s{1, 3, 1};
+  std::vector<float> x(3), y(3), m(3), is(3);
+  EXPECT_THROW(cpu::batch_norm_train_forward(x.data(), nullptr, nullptr, y.data(), m.data(),
+                                             is.data(), nullptr, nullptr, s, 0.1f, 1e-5f),
+               Error);
+}
+
+}  // namespace
+}  // namespace engine::kernels
