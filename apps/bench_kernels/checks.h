@@ -113,6 +113,14 @@ constexpr double kLossTol = 1e-5;
 constexpr double kSgdTol = 1e-6;      // fmaf in float vs the double formula: an ulp or two
 constexpr double kAdamTol = 1e-5;     // float sqrt and division vs double
 
+// Integer outputs compared through floats (exact for |v| < 2^24).
+template <class I>
+inline CheckResult compare_ints(const std::string& what, const I* got, const I* want,
+                                int64_t count) {
+  std::vector<float> g(got, got + count), w(want, want + count);
+  return compare(what, g.data(), w.data(), count, kExact);
+}
+
 // One kernel call on buffers the op owns: check() once, then run() in the timed loop.
 class Op {
  public:

@@ -11,14 +11,6 @@
 
 namespace engine::bench {
 
-// Integer outputs compared through floats (exact for |v| < 2^24).
-template <class I>
-inline CheckResult compare_ints(const std::string& what, const I* got, const I* want,
-                                int64_t count) {
-  std::vector<float> g(got, got + count), w(want, want + count);
-  return compare(what, g.data(), w.data(), count, kExact);
-}
-
 // x (N, C, H, W) -> y, arg (N, C, OH, OW); backward routes dy to dx (N, C, H, W).
 class MaxPool2dOp : public Op {
  public:

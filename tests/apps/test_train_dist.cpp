@@ -1,7 +1,12 @@
 // tests/apps/test_train_dist.cpp: data-parallel `train` under `launch`: two ranks train exactly
 // like one (every --sync), and a rank that dies takes the job down with a message, never a hang.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+
+#include "nn/atomic_file.h"
+#include "nn/json.h"
 
 #include "tests/apps/train_fixture.h"
 
@@ -82,4 +87,42 @@ TEST_F(TrainTest, AKilledRankStopsItsPeerWithAMessageNamingIt) {
   EXPECT_NE(r.output.find("rank0-exit="), std::string::npos) << r.output;
   EXPECT_LT(s, 25) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainTest, TraceHasOneAllreducePerBucketPerStepAndNestsPerThread) {
+  // linear: bias (40 B) and weight (31,360 B); a 10 KB cap puts them in two buckets.
+  RunResult r = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
+                    " -- " + kTrain + " --model linear --epochs 2 --steps 5 --bucket-mb 0.01 --timeout 60 " +
+                    "--data-dir " + data_ + " --trace " + path("t.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  Json doc = Json::parse(read_file(path("t.json")));
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> spans;
+  std::map<int64_t, int> allreduces, steps;
+  for (const Json& e : doc.at("traceEvents").items()) {
+    if (e.at("ph").as_string() != "X") continue;
+    int64_t pid = e.at("pid").as_int(), tid = e.at("tid").as_int();
+    // ts and dur are microseconds with nanosecond decimals: compare in nanoseconds.
+    int64_t ts = std::llround(e.at("ts").as_double() * 1000);
+    int64_t dur = std::llround(e.at("dur").as_double() * 1000);
+    spans[{pid, tid}].push_back({ts, ts + dur});
+    if (e.at("name").as_string() == "allreduce") ++allreduces[pid];
+    if (e.at("name").as_string() == "step") ++steps[pid];
+  }
+  EXPECT_EQ(steps, (std::map<int64_t, int>{{0, 5}, {1, 5}}));
+  EXPECT_EQ(allreduces, (std::map<int64_t, int>{{0, 10}, {1, 10}}));
+  for (auto& [track, v] : spans) {
+    // Sorted by start (longer first on ties), each span lies inside or after the open ones.
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    std::vector<int64_t> open;
+    for (auto& [b, e] : v) {
+      while (!open.empty() && open.back() <= b) open.pop_back();
+      if (!open.empty()) {
+        EXPECT_LE(e, open.back()) << "events overlap without nesting on pid " << track.first
+                                  << " tid " << track.second;
+      }
+      open.push_back(e);
+    }
+  }
 }

@@ -1,0 +1,93 @@
+// apps/bench_kernels/ceiling.cpp: SGEMM at n = 512, 1024, 2048 (best of 3 after a warm-up), then
+// copy (memcpy) and triad (a = b + 3c) over 64 MiB arrays, split across the pool's threads.
+#include "apps/bench_kernels/ceiling.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include "apps/bench_kernels/checks.h"
+#include "core/thread_pool.h"
+
+namespace engine::bench {
+namespace {
+
+double seconds_of(const std::function<void()>& fn) {
+  auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Best of `reps` timed runs after one untimed run.
+double best_seconds(int reps, const std::function<void()>& fn) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) best = std::min(best, seconds_of(fn));
+  return best;
+}
+
+double sgemm_gflops(int n) {
+  Buffer<float> a = uniform(int64_t(n) * n, 1), b = uniform(int64_t(n) * n, 2), c(int64_t(n) * n);
+  double s = best_seconds(3, [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a, n, b, n, 0.f, c, n);
+  });
+  return 2.0 * n * n * n / s * 1e-9;
+}
+
+// fn(begin, end) over [0, count) on the pool, or inline on this thread.
+void split(int64_t count, bool pooled, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pooled)
+    parallel_for(count, 1 << 16, fn);
+  else
+    fn(0, count);
+}
+
+}  // namespace
+
+Ceilings measure_ceilings() {
+  Ceilings c;
+  c.threads = num_threads();
+  for (int n : {512, 1024, 2048}) {
+    double g = sgemm_gflops(n);
+    if (g > c.sgemm_gflops) {
+      c.sgemm_gflops = g;
+      c.sgemm_n = n;
+    }
+  }
+  const int64_t count = (int64_t(64) << 20) / 4;  // 64 MiB of floats per array
+  Buffer<float> a = uniform(count, 3), b = uniform(count, 4), d = uniform(count, 5);
+  for (bool pooled : {true, false}) {
+    double copy = best_seconds(5, [&] {
+      split(count, pooled, [&](int64_t s, int64_t e) { std::memcpy(a + s, b + s, 4 * (e - s)); });
+    });
+    double triad = best_seconds(5, [&] {
+      split(count, pooled, [&](int64_t s, int64_t e) {
+        float *x = a, *y = b, *z = d;
+        for (int64_t i = s; i < e; ++i) x[i] = y[i] + 3.f * z[i];
+      });
+    });
+    (pooled ? c.copy_gbs : c.copy1_gbs) = 2.0 * 4 * count / copy * 1e-9;
+    (pooled ? c.triad_gbs : c.triad1_gbs) = 3.0 * 4 * count / triad * 1e-9;
+  }
+  return c;
+}
+
+std::vector<std::string> describe(const Ceilings& c) {
+  char l[3][200];
+  std::snprintf(l[0], sizeof l[0], "ceiling compute: OpenBLAS sgemm n=%d on %d thread(s): %.1f GFLOP/s",
+                c.sgemm_n, c.threads, c.sgemm_gflops);
+  std::snprintf(l[1], sizeof l[1],
+                "ceiling memory:  64 MiB arrays on %d thread(s): copy %.1f GB/s, triad %.1f GB/s "
+                "(STREAM byte counts)",
+                c.threads, c.copy_gbs, c.triad_gbs);
+  std::snprintf(l[2], sizeof l[2],
+                "ceiling memory:  one thread (for reduce_into): copy %.1f GB/s, triad %.1f GB/s",
+                c.copy1_gbs, c.triad1_gbs);
+  return {l[0], l[1], l[2]};
+}
+
+}  // namespace engine::bench
