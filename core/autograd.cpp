@@ -101,7 +101,9 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
     pending.erase(n);
     std::vector<Tensor> grads;
     if (g.defined()) {
-      trace::Scope ts(n->name(), "backward");
+      trace::Scope ts(trace::enabled() && !n->label.empty() ? n->label + " " + n->name()
+                                                            : n->name(),
+                      "backward");
       grads = n->apply(g);
     }
     for (size_t i = 0; i < n->next.size(); ++i) {

@@ -24,6 +24,7 @@ class Node {
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
   virtual std::string name() const = 0;
   std::vector<Edge> next;
+  std::string label;  // the layer that made it ("conv1"), for traces and profiles; may be empty
 };
 
 // Is autograd recording? Thread-local; false inside a NoGradGuard.

@@ -24,6 +24,9 @@ Linear::Linear(int64_t in, int64_t out, Generator& gen) {
 }
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+int64_t Linear::flops(const Tensor& x) const {
+  return 2 * x.size(0) * weight.size(0) * weight.size(1);
+}
 
 Conv2d::Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, Generator& gen)
     : stride(stride), padding(padding) {
@@ -33,6 +36,11 @@ Conv2d::Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, G
 }
 
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding); }
+int64_t Conv2d::flops(const Tensor& x) const {
+  int64_t k = weight.size(2);
+  int64_t oh = (x.size(2) + 2 * padding - k) / stride + 1, ow = (x.size(3) + 2 * padding - k) / stride + 1;
+  return 2 * x.size(0) * weight.size(0) * oh * ow * weight.size(1) * k * k;
+}
 
 BatchNorm2d::BatchNorm2d(int64_t c) {
   weight = register_parameter("weight", Tensor::full({c}, 1.0f));

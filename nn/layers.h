@@ -13,6 +13,7 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, Generator& gen);
   Tensor forward(const Tensor& x) override;  // (N, in) -> (N, out)
+  int64_t flops(const Tensor& x) const override;
   Tensor weight, bias;                       // (out, in), (out)
 };
 
@@ -20,6 +21,7 @@ class Conv2d : public Module {
  public:
   Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, Generator& gen);
   Tensor forward(const Tensor& x) override;  // (N, Cin, H, W) -> (N, Cout, OH, OW)
+  int64_t flops(const Tensor& x) const override;
   Tensor weight, bias;                       // (Cout, Cin, K, K), (Cout)
   int stride, padding;
 };

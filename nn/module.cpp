@@ -1,6 +1,7 @@
 // nn/module.cpp: the recursive walks over parameters, buffers and children.
 #include "nn/module.h"
 
+#include "core/autograd.h"
 #include "core/trace.h"
 
 namespace engine::nn {
@@ -15,8 +16,13 @@ void Module::collect(const std::string& prefix, bool params, bool buffers,
 }
 
 Tensor Module::operator()(const Tensor& x) {
+  if (!trace::enabled()) return forward(x);
   trace::Scope ts(path_.empty() ? std::string_view("model") : std::string_view(path_), "forward");
-  return forward(x);
+  if (int64_t f = flops(x)) ts.arg("flops", f);
+  Tensor y = forward(x);
+  // A leaf layer's output node is that layer's backward: label it for traces and profiles.
+  if (children_.empty() && y.grad_fn()) y.grad_fn()->label = path_;
+  return y;
 }
 
 void Module::set_path(const std::string& path) {

@@ -18,6 +18,8 @@ class Module {
   virtual Tensor forward(const Tensor& x) = 0;
   // Runs forward; with tracing on, as one event named after the module ("conv1", "layer1.0").
   Tensor operator()(const Tensor& x);
+  // Floating-point operations of one forward on x (multiply-adds count 2); 0 when not counted.
+  virtual int64_t flops(const Tensor& x) const { return 0; }
 
   // Recursive, in PyTorch's state_dict order: own entries first, then each child's.
   NamedTensors named_parameters() const;

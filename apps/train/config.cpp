@@ -42,6 +42,8 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add("trace", &c.trace,
         "write a Chrome trace (Perfetto, chrome://tracing): one track per rank and thread");
   f.add("plot", &c.plot, "draw loss per step and test accuracy per epoch as an SVG");
+  f.add_switch("profile", &c.profile,
+                "after the run, print milliseconds per step by layer and phase, and GFLOP/s");
   f.add_switch("drop-last", &c.drop_last,
                "--sharding sampler: cut the dataset to a multiple of the world size");
 }

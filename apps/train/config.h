@@ -35,6 +35,7 @@ struct TrainConfig {
   // Watching and measuring.
   std::string trace;  // Chrome trace-event JSON of the run
   std::string plot;   // SVG of loss per step and test accuracy per epoch
+  bool profile = false;  // print where the step's time goes, per layer and phase
 };
 
 // Declares train's flags on f, bound to c.

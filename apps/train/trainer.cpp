@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "apps/train/plot.h"
+#include "apps/train/profile.h"
 #include "apps/train/report.h"
 #include "comm/grad_sync.h"
 #include "comm/rendezvous.h"
@@ -201,7 +202,7 @@ void run_training(const TrainConfig& c) {
     nn::save_training_checkpoint(c.checkpoint, *model, *opt, pos);
   };
 
-  if (!c.trace.empty()) trace::enable(rank);
+  if (!c.trace.empty() || c.profile) trace::enable(rank);
   std::vector<double> step_loss;                       // --plot: rank 0's loss per step
   std::vector<std::pair<int64_t, double>> epoch_acc;  // --plot: (step, test accuracy)
 
@@ -287,7 +288,9 @@ void run_training(const TrainConfig& c) {
       write_training_plot(c.plot, step_loss, epoch_acc, c.model + ", world " + std::to_string(world));
   }
   if (rank == 0 && !c.save.empty()) nn::save_state_dict(c.save, *model);
+  if (c.profile && rank == 0) std::printf("%s", profile_table(trace::to_json()).c_str());
   if (!c.trace.empty()) write_trace(c.trace, comm.get());
+  trace::disable();
   if (comm) comm->barrier();  // nobody leaves while a peer may still need it
 }
 

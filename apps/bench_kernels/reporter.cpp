@@ -1,0 +1,48 @@
+// apps/bench_kernels/reporter.cpp: the fixed-notation console table.
+#include "apps/bench_kernels/reporter.h"
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+namespace engine::bench {
+namespace {
+
+std::string counter(const benchmark::BenchmarkReporter::Run& run, const char* key,
+                    const char* fmt) {
+  auto it = run.counters.find(key);
+  if (it == run.counters.end()) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, fmt, it->second.value);
+  return b;
+}
+
+}  // namespace
+
+void TableReporter::PrintHeader(const Run&) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%-*s %12s %10s %9s %8s %7s %9s\n",
+                static_cast<int>(name_field_width_), "case", "time(us)", "iters", "GFLOP/s",
+                "GB/s", "%ceil", "check_err");
+  std::string rule(std::string(line).size() - 1, '-');
+  GetOutputStream() << line << rule << "\n";
+}
+
+void TableReporter::PrintRunData(const Run& run) {
+  const int w = static_cast<int>(name_field_width_);
+  char line[512];
+  if (run.error_occurred) {
+    std::snprintf(line, sizeof line, "%-*s ERROR: %s\n", w, run.benchmark_name().c_str(),
+                  run.error_message.c_str());
+  } else {
+    std::snprintf(line, sizeof line, "%-*s %12.2f %10lld %9s %8s %7s %9s\n", w,
+                  run.benchmark_name().c_str(), run.GetAdjustedRealTime(),
+                  static_cast<long long>(run.iterations),
+                  counter(run, "GFLOP/s", "%.2f").c_str(), counter(run, "GB/s", "%.2f").c_str(),
+                  counter(run, "pct_of_ceiling", "%.1f").c_str(),
+                  counter(run, "check_err", "%.1e").c_str());
+  }
+  GetOutputStream() << line;
+}
+
+}  // namespace engine::bench

@@ -1,0 +1,18 @@
+// apps/bench_kernels/reporter.h: owns bench_kernels' console table: one row per case with time,
+// GFLOP/s, GB/s, % of ceiling and the check's error in fixed notation (Google Benchmark's own
+// console prints 0.5 as "500m"). --benchmark_format=json|csv bypasses it.
+#pragma once
+#include <benchmark/benchmark.h>
+
+namespace engine::bench {
+
+class TableReporter : public benchmark::ConsoleReporter {
+ public:
+  TableReporter() : benchmark::ConsoleReporter(OO_None) {}
+
+ protected:
+  void PrintHeader(const Run& run) override;
+  void PrintRunData(const Run& run) override;
+};
+
+}  // namespace engine::bench

@@ -1,0 +1,126 @@
+// apps/bench_kernels_main.cpp: kernel microbenchmarks, llm.c dev/cuda style: every case is
+// checked against the plain reference (kernels/cpu/reference.h) before it is timed, and reported
+// against the machine's ceilings measured at start. Google Benchmark runs the cases, so
+// --benchmark_filter, --benchmark_format=json, --benchmark_min_time, ... all work.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "apps/bench_kernels/cases.h"
+#include "apps/bench_kernels/ceiling.h"
+#include "apps/bench_kernels/reporter.h"
+#include "apps/bench_kernels/shapes.h"
+#include "apps/flags.h"
+#include "core/device.h"
+#include "core/thread_pool.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: bench_kernels [--threads N] [--benchmark_filter=REGEX] [--benchmark_format=json]\n"
+    "                     [--benchmark_min_time=SECONDS] [--benchmark_out=FILE] ...\n"
+    "  --threads N   engine (and OpenBLAS) threads; default: all cores\n"
+    "  A case is checked against the reference before it is timed; a failed check skips it\n"
+    "  and makes the exit status 1. --benchmark_min_time defaults to 0.2 here.";
+
+// Takes `--threads N` / `--threads=N` out of argv (Google Benchmark rejects flags it does not
+// know); returns N, or 0 when absent.
+int take_threads_flag(int* argc, char** argv) {
+  int threads = 0, out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    if (a == "--threads") {
+      if (i + 1 >= *argc) throw engine::Error("--threads needs a value");
+      value = argv[++i];
+    } else if (a.rfind("--threads=", 0) == 0) {
+      value = a.substr(10);
+    } else {
+      argv[out++] = argv[i];
+      continue;
+    }
+    threads = static_cast<int>(engine::apps::Flags::parse_int("threads", value));
+    if (threads < 1) throw engine::Error("--threads must be at least 1");
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return threads;
+}
+
+bool has_flag(int argc, char** argv, const char* prefix) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], prefix, std::strlen(prefix)) == 0) return true;
+  return false;
+}
+
+// Whether the display format is the console table (not --benchmark_format=json or csv).
+bool console_format(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--benchmark_format=", 19) == 0)
+      return std::strcmp(argv[i] + 19, "console") == 0;
+  return true;
+}
+
+int run(int argc, char** argv) {
+  if (has_flag(argc, argv, "--help") || has_flag(argc, argv, "-h")) std::puts(kUsage);
+  const int threads = take_threads_flag(&argc, argv);
+  engine::set_num_threads(threads > 0 ? threads : engine::hardware_threads());
+
+  // Our default minimum time per case, unless given (150-odd cases on 2 cores).
+  std::vector<char*> args(argv, argv + argc);
+  std::string min_time = "--benchmark_min_time=0.2";
+  if (!has_flag(argc, argv, "--benchmark_min_time")) args.push_back(min_time.data());
+  int nargs = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&nargs, args.data());
+  if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
+
+  // With JSON or CSV on stdout, people's lines go to stderr (and into the JSON context).
+  const bool console = console_format(nargs, args.data());
+  FILE* info = console ? stdout : stderr;
+  auto say = [&](const std::string& key, const std::string& line) {
+    std::fprintf(info, "%s\n", line.c_str());
+    benchmark::AddCustomContext(key, line);
+  };
+  say("threads", "threads: " + std::to_string(engine::num_threads()));
+  if (engine::cuda_device_count() == 0)
+    say("cuda", "cuda: cases skipped: " + engine::cuda_unavailable_reason());
+  else
+    say("cuda", "cuda: " + std::to_string(engine::cuda_device_count()) +
+                    " device(s) answer, but bench_kernels has CPU cases only so far");
+
+  engine::bench::verify_sites_against_models();
+  const engine::bench::Ceilings ceilings = engine::bench::measure_ceilings();
+  auto lines = engine::bench::describe(ceilings);
+  for (size_t i = 0; i < lines.size(); ++i) say("ceiling_" + std::to_string(i), lines[i]);
+  std::fflush(info);
+
+  std::vector<engine::bench::Failure> failures;
+  engine::bench::register_cpu_cases(ceilings, &failures);
+  engine::bench::TableReporter table;
+  benchmark::RunSpecifiedBenchmarks(console ? &table : nullptr);
+  benchmark::Shutdown();
+
+  for (auto& f : failures) std::fprintf(stderr, "FAILED %s: %s\n", f.name.c_str(), f.message.c_str());
+  if (!failures.empty()) {
+    std::fprintf(stderr, "bench_kernels: %zu case(s) failed their check and were not timed\n",
+                 failures.size());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_kernels: %s\n", e.what());
+    return 1;
+  }
+}

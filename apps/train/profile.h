@@ -1,0 +1,12 @@
+// apps/train/profile.h: `train --profile`: where a training step's time goes, per layer and phase,
+// computed from the run's own trace events (core/trace.h).
+#pragma once
+#include <string>
+
+namespace engine::apps {
+
+// A table of milliseconds per step, share of the step and GFLOP/s, from the events of rank 0's
+// main thread in trace_json (the JSON of trace::to_json()).
+std::string profile_table(const std::string& trace_json);
+
+}  // namespace engine::apps
