@@ -76,28 +76,26 @@ int run(int argc, char** argv) {
   if (!has_flag(argc, argv, "--benchmark_min_time")) args.push_back(min_time.data());
   int nargs = static_cast<int>(args.size());
   args.push_back(nullptr);
+  const bool console = console_format(nargs, args.data());  // before Initialize eats the flags
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
 
-  // With JSON or CSV on stdout, people's lines go to stderr (and into the JSON context).
-  const bool console = console_format(nargs, args.data());
-  FILE* info = console ? stdout : stderr;
-  auto say = [&](const std::string& key, const std::string& line) {
-    std::fprintf(info, "%s\n", line.c_str());
-    benchmark::AddCustomContext(key, line);
+  // Reported in the run's context, which Google Benchmark prints (or writes into the JSON)
+  // before any case; with JSON or CSV on stdout, also on stderr for people.
+  auto say = [&](const std::string& key, const std::string& value) {
+    benchmark::AddCustomContext(key, value);
+    if (!console) std::fprintf(stderr, "%s: %s\n", key.c_str(), value.c_str());
   };
-  say("threads", "threads: " + std::to_string(engine::num_threads()));
+  say("threads", std::to_string(engine::num_threads()));
   if (engine::cuda_device_count() == 0)
-    say("cuda", "cuda: cases skipped: " + engine::cuda_unavailable_reason());
+    say("cuda", "cases skipped: " + engine::cuda_unavailable_reason());
   else
-    say("cuda", "cuda: " + std::to_string(engine::cuda_device_count()) +
+    say("cuda", std::to_string(engine::cuda_device_count()) +
                     " device(s) answer, but bench_kernels has CPU cases only so far");
 
   engine::bench::verify_sites_against_models();
   const engine::bench::Ceilings ceilings = engine::bench::measure_ceilings();
-  auto lines = engine::bench::describe(ceilings);
-  for (size_t i = 0; i < lines.size(); ++i) say("ceiling_" + std::to_string(i), lines[i]);
-  std::fflush(info);
+  for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
 
   std::vector<engine::bench::Failure> failures;
   engine::bench::register_cpu_cases(ceilings, &failures);
@@ -105,7 +103,8 @@ int run(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(console ? &table : nullptr);
   benchmark::Shutdown();
 
-  for (auto& f : failures) std::fprintf(stderr, "FAILED %s: %s\n", f.name.c_str(), f.message.c_str());
+  for (auto& f : failures)
+    std::fprintf(stderr, "FAILED %s: %s\n", f.name.c_str(), f.message.c_str());
   if (!failures.empty()) {
     std::fprintf(stderr, "bench_kernels: %zu case(s) failed their check and were not timed\n",
                  failures.size());

@@ -39,7 +39,9 @@ ENGINE_HD BnAffine bn_affine(float mean, float invstd, float gamma, float beta) 
   float alpha = invstd * gamma;
   return {alpha, beta - mean * alpha};
 }
-ENGINE_HD float bn_apply(float x, BnAffine a) { return x * a.alpha + a.shift; }
+ENGINE_HD float bn_apply(float x, BnAffine a) {
+  return x * a.alpha + a.shift;
+}
 
 // Training-mode input gradient of one element, with per-channel
 //   grad_mean = sum(dy) / count, proj_scale = sum((x - mean) * dy) * invstd^2 / count.

@@ -24,6 +24,8 @@ ENGINE_HD float dropout_scale(float p) {
   return p >= 1.f ? 0.f : 1.f / static_cast<float>(1.0 - static_cast<double>(p));
 }
 
-ENGINE_HD float dropout_apply(float x, bool keep, float scale) { return keep ? x * scale : 0.f; }
+ENGINE_HD float dropout_apply(float x, bool keep, float scale) {
+  return keep ? x * scale : 0.f;
+}
 
 }  // namespace engine::kernels

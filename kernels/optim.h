@@ -21,8 +21,7 @@ struct SgdCoeffs {
 
 inline SgdCoeffs sgd_coeffs(const SgdConfig& c) {
   return {static_cast<float>(-c.lr), static_cast<float>(c.momentum),
-          static_cast<float>(1.0 - c.dampening), static_cast<float>(c.weight_decay),
-          c.nesterov};
+          static_cast<float>(1.0 - c.dampening), static_cast<float>(c.weight_decay), c.nesterov};
 }
 
 // One element of torch.optim.SGD.step:
@@ -44,17 +43,17 @@ struct AdamConfig {
 
 struct AdamCoeffs {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
-  float neg_step_size;            // -lr / (1 - beta1^t)
-  float bias_correction2_sqrt;    // sqrt(1 - beta2^t)
+  float neg_step_size;          // -lr / (1 - beta1^t)
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
 };
 
 // step t counts from 1 (torch increments state['step'] before using it).
 inline AdamCoeffs adam_coeffs(const AdamConfig& c, int64_t step) {
   double t = static_cast<double>(step);
   double bc1 = 1.0 - std::pow(c.beta1, t), bc2 = 1.0 - std::pow(c.beta2, t);
-  return {static_cast<float>(c.beta1),        static_cast<float>(1.0 - c.beta1),
-          static_cast<float>(c.beta2),        static_cast<float>(1.0 - c.beta2),
-          static_cast<float>(c.eps),          static_cast<float>(c.weight_decay),
+  return {static_cast<float>(c.beta1),       static_cast<float>(1.0 - c.beta1),
+          static_cast<float>(c.beta2),       static_cast<float>(1.0 - c.beta2),
+          static_cast<float>(c.eps),         static_cast<float>(c.weight_decay),
           static_cast<float>(-(c.lr / bc1)), static_cast<float>(std::sqrt(bc2))};
 }
 

@@ -19,8 +19,8 @@ struct Pool2dShape {
 
 // Max of the k x k window at (r0, c0) of a plane of width w; *arg = its index r*w + c in the
 // plane. As torch: the first maximum wins, and a NaN wins over any number (the last NaN).
-ENGINE_HD float max_pool_window(const float* plane, int64_t w, int64_t r0, int64_t c0,
-                                int64_t k, int32_t* arg) {
+ENGINE_HD float max_pool_window(const float* plane, int64_t w, int64_t r0, int64_t c0, int64_t k,
+                                int32_t* arg) {
   int64_t best_i = r0 * w + c0;
   float best = -INFINITY;
   for (int64_t r = r0; r < r0 + k; ++r)

@@ -22,17 +22,23 @@ ENGINE_HD float row_log_sum_exp(const float* x, int64_t c, float max) {
 }
 
 // y = x - max - log_sum_exp.
-ENGINE_HD float log_softmax_value(float x, float max, float log_sum) { return x - max - log_sum; }
+ENGINE_HD float log_softmax_value(float x, float max, float log_sum) {
+  return x - max - log_sum;
+}
 
 // dx = dy - exp(y) * sum_j dy[j], y the log-softmax output.
-ENGINE_HD float log_softmax_grad(float dy, float y, float sum_dy) { return dy - expf(y) * sum_dy; }
+ENGINE_HD float log_softmax_grad(float dy, float y, float sum_dy) {
+  return dy - expf(y) * sum_dy;
+}
 
 // Cross entropy through log-softmax: dx = (exp(logp) - [j == target]) * scale, scale = dloss/N.
 ENGINE_HD float cross_entropy_grad(float logp, bool is_target, float scale) {
   return (expf(logp) - (is_target ? 1.f : 0.f)) * scale;
 }
 
-ENGINE_HD bool class_index_valid(int64_t t, int64_t c) { return t >= 0 && t < c; }
+ENGINE_HD bool class_index_valid(int64_t t, int64_t c) {
+  return t >= 0 && t < c;
+}
 
 // First index of the row's maximum; a NaN counts as the maximum (torch.argmax).
 ENGINE_HD int64_t row_argmax(const float* x, int64_t c) {

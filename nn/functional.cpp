@@ -1,7 +1,11 @@
 // nn/functional.cpp: forward kernels plus the backward Nodes that autograd runs.
-// Every op checks its inputs' shapes and devices and names them in errors. The CPU kernels are
-// in kernels/cpu; tensors on CUDA reach kernels/cuda through the same functions (CUDA issue).
+// Every op checks its inputs' shapes and devices and names them in errors. Tensors on the CPU run
+// kernels/cpu; tensors on cuda:N run kernels/cuda (same raw-pointer contracts, queued on cuda:N's
+// compute stream). Outputs, saved tensors and gradients live on the inputs' device.
 #include "nn/functional.h"
+
+#include <initializer_list>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -12,22 +16,34 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cuda/ops.h"
 
 namespace engine::nn {
 namespace {
 
 namespace kc = kernels::cpu;
-
-void check_cpu(const char* op, const Tensor& t) {
-  ENGINE_CHECK(t.device().is_cpu(), op, ": tensor on ", t.device().str(),
-               ": this build runs ", op, " on cpu only");
-}
+namespace kg = kernels::cuda;  // stubs that throw in a build without CUDA
 
 void check_dims(const char* op, const char* what, const Tensor& t, int64_t dims) {
   ENGINE_CHECK(t.defined(), op, ": ", what, " is undefined");
   ENGINE_CHECK(t.dim() == dims, op, ": ", what, " must have ", dims, " dimensions, got ",
                shape_str(t.shape()));
-  check_cpu(op, t);
+}
+
+// The device of `first`; every other defined tensor must be on it too.
+Device same_device(const char* op, const Tensor& first,
+                   std::initializer_list<std::pair<const char*, const Tensor*>> others) {
+  const Device d = first.device();
+  for (const auto& [what, t] : others)
+    ENGINE_CHECK(!t->defined() || t->device() == d, op, ": ", what, " is on ",
+                 t->device().str(), ", the input on ", d.str());
+  return d;
+}
+
+// A gradient arriving in backward must be on the forward's device.
+void check_grad(const char* op, const Tensor& g, Device d) {
+  ENGINE_CHECK(g.defined() && g.device() == d, op, ": gradient on ",
+               g.defined() ? g.device().str() : "undefined", ", forward ran on ", d.str());
 }
 
 float* f(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
@@ -60,22 +76,28 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_dims("linear", "weight", w, 2);
   ENGINE_CHECK(x.size(1) == w.size(1), "linear: input ", shape_str(x.shape()),
                " does not match weight ", shape_str(w.shape()));
+  const Device dev = same_device("linear", x, {{"weight", &w}, {"bias", &b}});
   kernels::LinearShape s{x.size(0), w.size(1), w.size(0)};
-  Tensor y = Tensor::empty({s.n, s.out});
-  kc::linear_forward(f(x), f(w), f(b), f(y), s);
-  record(y, "LinearBackward", {x, w, b}, [x, w, b, s](const Tensor& dy) {
+  Tensor y = Tensor::empty({s.n, s.out}, DType::F32, dev);
+  if (dev.is_cuda()) kg::linear_forward(dev.index, f(x), f(w), f(b), f(y), s);
+  else kc::linear_forward(f(x), f(w), f(b), f(y), s);
+  record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev](const Tensor& dy) {
+    check_grad("linear", dy, dev);
     Tensor dx, dw, db;
     if (needs(x)) {
-      dx = Tensor::empty(x.shape());
-      kc::linear_backward_data(f(dy), f(w), f(dx), s);
+      dx = Tensor::empty(x.shape(), DType::F32, dev);
+      if (dev.is_cuda()) kg::linear_backward_data(dev.index, f(dy), f(w), f(dx), s);
+      else kc::linear_backward_data(f(dy), f(w), f(dx), s);
     }
     if (needs(w)) {
-      dw = Tensor::empty(w.shape());
-      kc::linear_backward_weight(f(dy), f(x), f(dw), s, 0.0f);
+      dw = Tensor::empty(w.shape(), DType::F32, dev);
+      if (dev.is_cuda()) kg::linear_backward_weight(dev.index, f(dy), f(x), f(dw), s, 0.0f);
+      else kc::linear_backward_weight(f(dy), f(x), f(dw), s, 0.0f);
     }
     if (needs(b)) {
-      db = Tensor::empty(b.shape());
-      kc::linear_backward_bias(f(dy), f(db), s, 0.0f);
+      db = Tensor::empty(b.shape(), DType::F32, dev);
+      if (dev.is_cuda()) kg::linear_backward_bias(dev.index, f(dy), f(db), s, 0.0f);
+      else kc::linear_backward_bias(f(dy), f(db), s, 0.0f);
     }
     return std::vector<Tensor>{dx, dw, db};
   });
@@ -91,7 +113,30 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
                          w.size(0), w.size(2),  w.size(3), stride, padding};
   ENGINE_CHECK(s.oh() > 0 && s.ow() > 0, "conv2d: input ", shape_str(x.shape()),
                " is smaller than the kernel ", shape_str(w.shape()));
-  Tensor y = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()});
+  const Device dev = same_device("conv2d", x, {{"weight", &w}, {"bias", &b}});
+  Tensor y = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
+  if (dev.is_cuda()) {
+    // cuDNN takes its workspace from the caching allocator itself.
+    kg::conv2d_forward(dev.index, f(x), f(w), f(b), f(y), s);
+    record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev](const Tensor& dy) {
+      check_grad("conv2d", dy, dev);
+      Tensor dx, dw, db;
+      if (needs(x)) {
+        dx = Tensor::empty(x.shape(), DType::F32, dev);
+        kg::conv2d_backward_data(dev.index, f(dy), f(w), f(dx), s);
+      }
+      if (needs(w)) {
+        dw = Tensor::empty(w.shape(), DType::F32, dev);
+        kg::conv2d_backward_filter(dev.index, f(x), f(dy), f(dw), s, 0.0f);
+      }
+      if (needs(b)) {
+        db = Tensor::empty(b.shape(), DType::F32, dev);
+        kg::conv2d_backward_bias(dev.index, f(dy), f(db), s, 0.0f);
+      }
+      return std::vector<Tensor>{dx, dw, db};
+    });
+    return y;
+  }
   Tensor ws = Tensor::empty({kc::conv2d_workspace_count(s)});
   kc::conv2d_forward(f(x), f(w), f(b), f(y), s, f(ws), ws.numel());
   record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s](const Tensor& dy) {
@@ -119,7 +164,21 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
   ENGINE_CHECK(s.oh() > 0 && s.ow() > 0, "max_pool2d: input ", shape_str(x.shape()),
                " is smaller than the window ", kernel);
   Shape out{s.n, s.c, s.oh(), s.ow()};
-  Tensor y = Tensor::empty(out);
+  const Device dev = x.device();
+  Tensor y = Tensor::empty(out, DType::F32, dev);
+  if (dev.is_cuda()) {
+    // The int32 argmax indices on the device, in a 4-byte-element tensor (there is no I32 dtype).
+    Tensor arg = Tensor::empty(out, DType::F32, dev);
+    auto* a = static_cast<int32_t*>(arg.raw_data());
+    kg::max_pool2d_forward(dev.index, f(x), f(y), a, s);
+    record(y, "MaxPool2dBackward", {x}, [arg, a, s, dev, xs = x.shape()](const Tensor& dy) {
+      check_grad("max_pool2d", dy, dev);
+      Tensor dx = Tensor::empty(xs, DType::F32, dev);
+      kg::max_pool2d_backward(dev.index, f(dy), a, f(dx), s);
+      return std::vector<Tensor>{dx};
+    });
+    return y;
+  }
   auto arg = std::make_shared<std::vector<int32_t>>(shape_numel(out));
   kc::max_pool2d_forward(f(x), f(y), arg->data(), s);
   record(y, "MaxPool2dBackward", {x}, [arg, s, xs = x.shape()](const Tensor& dy) {
@@ -131,12 +190,16 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
 }
 
 Tensor relu(const Tensor& x) {
-  check_cpu("relu", x);
-  Tensor y = Tensor::empty(x.shape());
-  kc::relu_forward(f(x), f(y), x.numel());
-  record(y, "ReluBackward", {x}, [y = y.detach()](const Tensor& dy) {
-    Tensor dx = Tensor::empty(y.shape());
-    kc::relu_backward(f(dy), f(y), f(dx), y.numel());
+  ENGINE_CHECK(x.defined(), "relu: input is undefined");
+  const Device dev = x.device();
+  Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
+  if (dev.is_cuda()) kg::relu_forward(dev.index, f(x), f(y), x.numel());
+  else kc::relu_forward(f(x), f(y), x.numel());
+  record(y, "ReluBackward", {x}, [y = y.detach(), dev](const Tensor& dy) {
+    check_grad("relu", dy, dev);
+    Tensor dx = Tensor::empty(y.shape(), DType::F32, dev);
+    if (dev.is_cuda()) kg::relu_backward(dev.index, f(dy), f(y), f(dx), y.numel());
+    else kc::relu_backward(f(dy), f(y), f(dx), y.numel());
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -145,15 +208,20 @@ Tensor relu(const Tensor& x) {
 Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
   ENGINE_CHECK(p >= 0.0f && p <= 1.0f, "dropout: probability ", p, " outside [0, 1]");
   if (!training || p == 0.0f) return x;
-  check_cpu("dropout", x);
+  ENGINE_CHECK(x.defined(), "dropout: input is undefined");
+  const Device dev = x.device();
   int64_t n = x.numel();
   uint64_t seed = gen.seed(), offset = gen.reserve(n);
-  Tensor y = Tensor::empty(x.shape());
-  kc::dropout_forward(f(x), f(y), n, p, seed, offset);
+  Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
+  // Same (seed, offset), same mask on CPU and CUDA.
+  if (dev.is_cuda()) kg::dropout_forward(dev.index, f(x), f(y), n, p, seed, offset);
+  else kc::dropout_forward(f(x), f(y), n, p, seed, offset);
   // The mask is a pure function of (seed, offset): backward draws it again, nothing is saved.
-  record(y, "DropoutBackward", {x}, [n, p, seed, offset](const Tensor& dy) {
-    Tensor dx = Tensor::empty(dy.shape());
-    kc::dropout_backward(f(dy), f(dx), n, p, seed, offset);
+  record(y, "DropoutBackward", {x}, [n, p, seed, offset, dev](const Tensor& dy) {
+    check_grad("dropout", dy, dev);
+    Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
+    if (dev.is_cuda()) kg::dropout_backward(dev.index, f(dy), f(dx), n, p, seed, offset);
+    else kc::dropout_backward(f(dy), f(dx), n, p, seed, offset);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -165,11 +233,16 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator& gen) {
   if (!training || p == 0.0f) return x;
   int64_t planes = x.size(0) * x.size(1), plane = x.size(2) * x.size(3);
   uint64_t seed = gen.seed(), offset = gen.reserve(planes);
-  Tensor y = Tensor::empty(x.shape());
-  kc::dropout2d_forward(f(x), f(y), planes, plane, p, seed, offset);
-  record(y, "Dropout2dBackward", {x}, [planes, plane, p, seed, offset](const Tensor& dy) {
-    Tensor dx = Tensor::empty(dy.shape());
-    kc::dropout2d_backward(f(dy), f(dx), planes, plane, p, seed, offset);
+  const Device dev = x.device();
+  Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
+  if (dev.is_cuda()) kg::dropout2d_forward(dev.index, f(x), f(y), planes, plane, p, seed, offset);
+  else kc::dropout2d_forward(f(x), f(y), planes, plane, p, seed, offset);
+  record(y, "Dropout2dBackward", {x}, [planes, plane, p, seed, offset, dev](const Tensor& dy) {
+    check_grad("dropout2d", dy, dev);
+    Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
+    if (dev.is_cuda())
+      kg::dropout2d_backward(dev.index, f(dy), f(dx), planes, plane, p, seed, offset);
+    else kc::dropout2d_backward(f(dy), f(dx), planes, plane, p, seed, offset);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -183,24 +256,41 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var})
     ENGINE_CHECK(t->defined() && t->numel() == c, "batch_norm2d: per-channel tensor of shape ",
                  t->defined() ? shape_str(t->shape()) : "undefined", " for ", c, " channels");
+  const Device dev = same_device("batch_norm2d", x,
+                                {{"weight", &gamma}, {"bias", &beta},
+                                 {"running_mean", &running_mean}, {"running_var", &running_var}});
   kernels::BatchNormShape s{x.size(0), c, x.size(2) * x.size(3)};
-  Tensor y = Tensor::empty(x.shape());
+  Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
   if (!training) {
-    kc::batch_norm_eval_forward(f(x), f(gamma), f(beta), f(running_mean), f(running_var), f(y),
-                                s, eps);
+    if (dev.is_cuda())
+      kg::batch_norm_eval_forward(dev.index, f(x), f(gamma), f(beta), f(running_mean),
+                                  f(running_var), f(y), s, eps);
+    else
+      kc::batch_norm_eval_forward(f(x), f(gamma), f(beta), f(running_mean), f(running_var), f(y),
+                                  s, eps);
     return y;  // eval mode is not differentiated in training; no graph recorded
   }
   ENGINE_CHECK(s.count() > 1, "batch_norm2d: training needs more than one value per channel, "
                "got input ", shape_str(x.shape()));
-  Tensor mean = Tensor::empty({c}), invstd = Tensor::empty({c});
-  kc::batch_norm_train_forward(f(x), f(gamma), f(beta), f(y), f(mean), f(invstd),
-                               f(running_mean), f(running_var), s, momentum, eps);
+  Tensor mean = Tensor::empty({c}, DType::F32, dev), invstd = Tensor::empty({c}, DType::F32, dev);
+  if (dev.is_cuda())
+    kg::batch_norm_train_forward(dev.index, f(x), f(gamma), f(beta), f(y), f(mean), f(invstd),
+                                 f(running_mean), f(running_var), s, momentum, eps);
+  else
+    kc::batch_norm_train_forward(f(x), f(gamma), f(beta), f(y), f(mean), f(invstd),
+                                 f(running_mean), f(running_var), s, momentum, eps);
   record(y, "BatchNorm2dBackward", {x, gamma, beta},
-         [x = x.detach(), gamma = gamma.detach(), mean, invstd, s](const Tensor& dy) {
-           Tensor dx = Tensor::empty(x.shape());
-           Tensor dg = Tensor::empty(gamma.shape()), db = Tensor::empty(gamma.shape());
-           kc::batch_norm_backward(f(dy), f(x), f(gamma), f(mean), f(invstd), f(dx), f(dg),
-                                   f(db), s);
+         [x = x.detach(), gamma = gamma.detach(), mean, invstd, s, dev](const Tensor& dy) {
+           check_grad("batch_norm2d", dy, dev);
+           Tensor dx = Tensor::empty(x.shape(), DType::F32, dev);
+           Tensor dg = Tensor::empty(gamma.shape(), DType::F32, dev),
+                  db = Tensor::empty(gamma.shape(), DType::F32, dev);
+           if (dev.is_cuda())
+             kg::batch_norm_backward(dev.index, f(dy), f(x), f(gamma), f(mean), f(invstd), f(dx),
+                                     f(dg), f(db), s);
+           else
+             kc::batch_norm_backward(f(dy), f(x), f(gamma), f(mean), f(invstd), f(dx), f(dg),
+                                     f(db), s);
            return std::vector<Tensor>{dx, dg, db};
          });
   return y;
@@ -233,11 +323,15 @@ Tensor flatten(const Tensor& x) { return reshape(x, {x.size(0), -1}); }
 Tensor log_softmax(const Tensor& x) {
   check_dims("log_softmax", "input", x, 2);
   int64_t n = x.size(0), c = x.size(1);
-  Tensor y = Tensor::empty(x.shape());
-  kc::log_softmax_forward(f(x), f(y), n, c);
-  record(y, "LogSoftmaxBackward", {x}, [y = y.detach(), n, c](const Tensor& dy) {
-    Tensor dx = Tensor::empty(y.shape());
-    kc::log_softmax_backward(f(dy), f(y), f(dx), n, c);
+  const Device dev = x.device();
+  Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
+  if (dev.is_cuda()) kg::log_softmax_forward(dev.index, f(x), f(y), n, c);
+  else kc::log_softmax_forward(f(x), f(y), n, c);
+  record(y, "LogSoftmaxBackward", {x}, [y = y.detach(), n, c, dev](const Tensor& dy) {
+    check_grad("log_softmax", dy, dev);
+    Tensor dx = Tensor::empty(y.shape(), DType::F32, dev);
+    if (dev.is_cuda()) kg::log_softmax_backward(dev.index, f(dy), f(y), f(dx), n, c);
+    else kc::log_softmax_backward(f(dy), f(y), f(dx), n, c);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -250,6 +344,19 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target) {
   int64_t n = logp.size(0), c = logp.size(1);
   ENGINE_CHECK(target.size(0) == n, "nll_loss: ", n, " rows of scores, ", target.size(0),
                " targets");
+  const Device dev = same_device("nll_loss", logp, {{"target", &target}});
+  if (dev.is_cuda()) {
+    // The loss stays on the device; a bad target still throws here (the kernel is waited for).
+    Tensor loss = Tensor::empty({}, DType::F32, dev);
+    kg::nll_loss_forward(dev.index, f(logp), target.data<int64_t>(), f(loss), n, c);
+    record(loss, "NllLossBackward", {logp}, [target, n, c, dev](const Tensor& dloss) {
+      check_grad("nll_loss", dloss, dev);
+      Tensor dlogp = Tensor::empty({n, c}, DType::F32, dev);
+      kg::nll_loss_backward(dev.index, f(dloss), target.data<int64_t>(), f(dlogp), n, c);
+      return std::vector<Tensor>{dlogp};
+    });
+    return loss;
+  }
   Tensor loss = Tensor::full({}, kc::nll_loss_forward(f(logp), target.data<int64_t>(), n, c));
   record(loss, "NllLossBackward", {logp}, [target, n, c](const Tensor& dloss) {
     Tensor dlogp = Tensor::empty({n, c});
@@ -265,17 +372,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 
 Tensor argmax(const Tensor& x) {
   check_dims("argmax", "input", x, 2);
-  Tensor out = Tensor::empty({x.size(0)}, DType::I64);
-  kc::argmax_rows(f(x), x.size(0), x.size(1), out.data<int64_t>());
+  const Device dev = x.device();
+  Tensor out = Tensor::empty({x.size(0)}, DType::I64, dev);
+  if (dev.is_cuda()) kg::argmax_rows(dev.index, f(x), x.size(0), x.size(1), out.data<int64_t>());
+  else kc::argmax_rows(f(x), x.size(0), x.size(1), out.data<int64_t>());
   return out;
 }
 
 int64_t correct_count(const Tensor& scores, const Tensor& target) {
-  Tensor pred = argmax(scores);
+  // Counted on the host: scores on a GPU give their argmax (N int64) to the CPU.
+  Tensor pred = argmax(scores).to(Device::cpu());
   ENGINE_CHECK(target.numel() == pred.numel(), "correct_count: ", pred.numel(),
                " predictions, ", target.numel(), " targets");
+  Tensor tgt = target.to(Device::cpu());
   const int64_t* p = pred.data<int64_t>();
-  const int64_t* t = target.data<int64_t>();
+  const int64_t* t = tgt.data<int64_t>();
   int64_t n = 0;
   for (int64_t i = 0; i < pred.numel(); ++i) n += p[i] == t[i];
   return n;

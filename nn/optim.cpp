@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/optim.h"
+#include "kernels/cuda/ops.h"
 
 namespace engine::nn {
 namespace {
@@ -20,9 +21,12 @@ Tensor find_state(const NamedTensors& state, const std::string& key, const Tenso
   return Tensor();
 }
 
-void check_cpu(const Tensor& p, const std::string& name) {
-  ENGINE_CHECK(p.device().is_cpu(), "optimizer: parameter '", name, "' is on ",
-               p.device().str(), "; this build's optimizers run on cpu");
+// The gradient must be where the parameter is; the step runs there (kernels/cpu or kernels/cuda).
+void check_grad(const Tensor& p, const Tensor& g, const std::string& name) {
+  ENGINE_CHECK(g.device() == p.device(), "optimizer: parameter '", name, "' is on ",
+               p.device().str(), ", its gradient on ", g.device().str());
+  ENGINE_CHECK(g.numel() == p.numel(), "optimizer: parameter '", name, "' has shape ",
+               shape_str(p.shape()), ", its gradient ", shape_str(g.shape()));
 }
 
 }  // namespace
@@ -39,11 +43,16 @@ void SGD::step() {
     auto& [name, p] = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    check_cpu(p, name);
+    check_grad(p, g, name);
     bool first = !momentum_[i].defined();
-    if (first && cfg_.momentum != 0.0) momentum_[i] = Tensor::empty(p.shape());
+    if (first && cfg_.momentum != 0.0)
+      momentum_[i] = Tensor::empty(p.shape(), DType::F32, p.device());
     float* buf = cfg_.momentum != 0.0 ? momentum_[i].data<float>() : nullptr;
-    kernels::cpu::sgd_step(p.data<float>(), g.data<float>(), buf, p.numel(), cfg_, first);
+    if (p.device().is_cuda())
+      kernels::cuda::sgd_step(p.device().index, p.data<float>(), g.data<float>(), buf, p.numel(),
+                              cfg_, first);
+    else
+      kernels::cpu::sgd_step(p.data<float>(), g.data<float>(), buf, p.numel(), cfg_, first);
   }
   ++steps_;
 }
@@ -71,13 +80,18 @@ void Adam::step() {
     auto& [name, p] = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    check_cpu(p, name);
+    check_grad(p, g, name);
     if (!exp_avg_[i].defined()) {
-      exp_avg_[i] = Tensor::zeros(p.shape());
-      exp_avg_sq_[i] = Tensor::zeros(p.shape());
+      exp_avg_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
+      exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
     }
-    kernels::cpu::adam_step(p.data<float>(), g.data<float>(), exp_avg_[i].data<float>(),
-                            exp_avg_sq_[i].data<float>(), p.numel(), cfg_, steps_);
+    if (p.device().is_cuda())
+      kernels::cuda::adam_step(p.device().index, p.data<float>(), g.data<float>(),
+                               exp_avg_[i].data<float>(), exp_avg_sq_[i].data<float>(), p.numel(),
+                               cfg_, steps_);
+    else
+      kernels::cpu::adam_step(p.data<float>(), g.data<float>(), exp_avg_[i].data<float>(),
+                              exp_avg_sq_[i].data<float>(), p.numel(), cfg_, steps_);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "apps/bench_kernels/ops_gemm_conv.h"
 #include "apps/bench_kernels/ops_optim.h"
 #include "apps/bench_kernels/shapes.h"
+#include "comm/reduce.h"
 
 namespace engine::bench {
 namespace {
@@ -24,7 +25,10 @@ class Case {
  public:
   Case(std::string name, std::function<std::unique_ptr<Op>()> make, Ceiling ceiling,
        const Ceilings& c, std::vector<Failure>* failures)
-      : name_(std::move(name)), make_(std::move(make)), ceiling_(ceiling), c_(c),
+      : name_(std::move(name)),
+        make_(std::move(make)),
+        ceiling_(ceiling),
+        c_(c),
         failures_(failures) {}
 
   void run(benchmark::State& st) {
@@ -37,13 +41,11 @@ class Case {
     using C = benchmark::Counter;
     if (flops > 0) st.counters["GFLOP/s"] = C(flops * 1e-9, C::kIsIterationInvariantRate);
     st.counters["GB/s"] = C(bytes * 1e-9, C::kIsIterationInvariantRate);
-    double per_s = 0, ceil = 1;
-    switch (ceiling_) {
-      case Ceiling::kCompute: per_s = flops * 1e-9, ceil = c_.sgemm_gflops; break;
-      case Ceiling::kMemory: per_s = bytes * 1e-9, ceil = c_.bandwidth(); break;
-      case Ceiling::kMemoryOneThread: per_s = bytes * 1e-9, ceil = c_.bandwidth1(); break;
-    }
-    st.counters["pct_of_ceiling"] = C(100.0 * per_s / ceil, C::kIsIterationInvariantRate);
+    const double per_call = ceiling_ == Ceiling::kCompute ? flops * 1e-9 : bytes * 1e-9;
+    const double ceil = ceiling_ == Ceiling::kCompute  ? c_.sgemm_gflops
+                        : ceiling_ == Ceiling::kMemory ? c_.bandwidth()
+                                                       : c_.bandwidth1();
+    st.counters["pct_of_ceiling"] = C(100.0 * per_call / ceil, C::kIsIterationInvariantRate);
     st.counters["check_err"] = C(result_.err);
   }
 
@@ -98,10 +100,17 @@ struct Registrar {
   }
 };
 
+// The reduce step as comm's transports call it (comm/reduce.h).
+void comm_reduce_sum(float* dst, const float* src, int64_t count) {
+  comm::reduce_into(dst, src, static_cast<size_t>(count), DType::F32, comm::ReduceOp::SUM);
+}
+
 std::string site(const std::string& model, const std::string& layer) {
   return layer.empty() ? model : model + "." + layer;
 }
-std::string bsuffix(int64_t n) { return "/b" + std::to_string(n); }
+std::string bsuffix(int64_t n) {
+  return "/b" + std::to_string(n);
+}
 
 constexpr int64_t kBatches[] = {64, 128};
 constexpr Pass kPasses[] = {Pass::kForward, Pass::kBackwardData, Pass::kBackwardWeight};
@@ -168,8 +177,10 @@ void add_updates_and_data(Registrar& r) {
   for (int64_t nbytes = 4 << 10; nbytes <= (64 << 20); nbytes *= 4) {
     std::string size = nbytes >= (1 << 20) ? std::to_string(nbytes >> 20) + "MB"
                                            : std::to_string(nbytes >> 10) + "KB";
-    r.add("reduce_into_sum/" + size, Ceiling::kMemoryOneThread,
+    r.add("reduce_into_sum/kernels/" + size, Ceiling::kMemoryOneThread,
           [=] { return std::make_unique<ReduceSumOp>(nbytes / 4); });
+    r.add("reduce_into_sum/comm/" + size, Ceiling::kMemoryOneThread,
+          [=] { return std::make_unique<ReduceSumOp>(nbytes / 4, comm_reduce_sum); });
   }
   for (bool gz : {false, true})
     r.add(std::string("idx_decode/") + (gz ? "gzip" : "raw") + "/10000_images", Ceiling::kMemory,

@@ -2,14 +2,15 @@
 // reports every case against: OpenBLAS SGEMM for compute, STREAM-style copy and triad for memory.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace engine::bench {
 
 struct Ceilings {
-  int threads = 1;                 // engine::num_threads() when measured
-  double sgemm_gflops = 0;         // best square SGEMM over the sizes tried
-  int sgemm_n = 0;                 // the size that gave it
+  int threads = 1;          // engine::num_threads() when measured
+  double sgemm_gflops = 0;  // best square SGEMM over the sizes tried
+  int sgemm_n = 0;          // the size that gave it
   // STREAM's byte counts (copy: 2 x size, triad: 3 x size) over 64 MiB arrays, best of runs.
   double copy_gbs = 0, triad_gbs = 0;    // on num_threads() threads
   double copy1_gbs = 0, triad1_gbs = 0;  // on one thread (the ring's reduce step runs on one)
@@ -19,7 +20,7 @@ struct Ceilings {
 
 Ceilings measure_ceilings();
 
-// Human-readable lines, printed before any case.
-std::vector<std::string> describe(const Ceilings& c);
+// (key, human-readable value) pairs, reported before any case.
+std::vector<std::pair<std::string, std::string>> describe(const Ceilings& c);
 
 }  // namespace engine::bench

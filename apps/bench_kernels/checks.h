@@ -106,12 +106,14 @@ inline CheckResult worst_of(const std::vector<CheckResult>& rs) {
 // Tolerances (relative to max |want|). A sum of k float products against the double reference:
 // rounding grows like sqrt(k) for blocked sums; 4e-7 * sqrt(k) + 1e-6 leaves headroom over what
 // sgemm and the direct convolutions show (about 1e-7 * sqrt(k)).
-inline double sum_tol(int64_t k) { return 4e-7 * std::sqrt(double(std::max<int64_t>(k, 1))) + 1e-6; }
-constexpr double kExact = 0.0;        // relu, max-pool, dropout, reduce: same floats in, same out
+inline double sum_tol(int64_t k) {
+  return 4e-7 * std::sqrt(double(std::max<int64_t>(k, 1))) + 1e-6;
+}
+constexpr double kExact = 0.0;  // relu, max-pool, dropout, reduce: same floats in, same out
 constexpr double kBatchNormTol = 1e-5;
 constexpr double kLossTol = 1e-5;
-constexpr double kSgdTol = 1e-6;      // fmaf in float vs the double formula: an ulp or two
-constexpr double kAdamTol = 1e-5;     // float sqrt and division vs double
+constexpr double kSgdTol = 1e-6;   // fmaf in float vs the double formula: an ulp or two
+constexpr double kAdamTol = 1e-5;  // float sqrt and division vs double
 
 // Integer outputs compared through floats (exact for |v| < 2^24).
 template <class I>

@@ -85,6 +85,8 @@ std::unique_ptr<Op> make_idx_decode_op(int64_t images, bool gzip) {
   return std::make_unique<IdxDecodeOp>(images, gzip);
 }
 
-std::unique_ptr<Op> make_normalize_op(int64_t batch) { return std::make_unique<NormalizeOp>(batch); }
+std::unique_ptr<Op> make_normalize_op(int64_t batch) {
+  return std::make_unique<NormalizeOp>(batch);
+}
 
 }  // namespace engine::bench

@@ -15,8 +15,13 @@ namespace engine::bench {
 class MaxPool2dOp : public Op {
  public:
   MaxPool2dOp(bool backward, const kernels::Pool2dShape& s)
-      : backward_(backward), s_(s), x_(uniform(s.planes() * s.h * s.w, 21)),
-        dy_(uniform(out(), 22)), y_(out()), dx_(x_.count()), arg_(out()) {
+      : backward_(backward),
+        s_(s),
+        x_(uniform(s.planes() * s.h * s.w, 21)),
+        dy_(uniform(out(), 22)),
+        y_(out()),
+        dx_(x_.count()),
+        arg_(out()) {
     if (backward_) kernels::ref::max_pool2d_forward(x_, y_, arg_, s_);
   }
   void run() override {
@@ -35,7 +40,8 @@ class MaxPool2dOp : public Op {
     Buffer<float> y(out());
     Buffer<int32_t> arg(out());
     kernels::ref::max_pool2d_forward(x_, y, arg, s_);
-    return worst_of({compare("y", y_, y, out(), kExact), compare_ints("arg", arg_.get(), arg.get(), out())});
+    return worst_of(
+        {compare("y", y_, y, out(), kExact), compare_ints("arg", arg_.get(), arg.get(), out())});
   }
   double bytes() const override { return 4.0 * (x_.count() + 2 * out()); }
 
@@ -51,8 +57,12 @@ class MaxPool2dOp : public Op {
 class ReluOp : public Op {
  public:
   ReluOp(bool backward, int64_t count)
-      : backward_(backward), n_(count), x_(uniform(count, 31)), dy_(uniform(count, 32)),
-        y_(count), dx_(count) {
+      : backward_(backward),
+        n_(count),
+        x_(uniform(count, 31)),
+        dy_(uniform(count, 32)),
+        y_(count),
+        dx_(count) {
     kernels::ref::relu_forward(x_, y_, n_);
   }
   void run() override {
@@ -83,12 +93,23 @@ class ReluOp : public Op {
 class BatchNormTrainOp : public Op {
  public:
   BatchNormTrainOp(bool backward, const kernels::BatchNormShape& s)
-      : backward_(backward), s_(s), x_(uniform(count(), 41, -2.f, 3.f)), dy_(uniform(count(), 42)),
-        gamma_(uniform(s.c, 43, 0.5f, 1.5f)), beta_(uniform(s.c, 44)), y_(count()), dx_(count()),
-        dgamma_(s.c), dbeta_(s.c), mean_(s.c), invstd_(s.c), rmean_(s.c), rvar_(s.c) {
+      : backward_(backward),
+        s_(s),
+        x_(uniform(count(), 41, -2.f, 3.f)),
+        dy_(uniform(count(), 42)),
+        gamma_(uniform(s.c, 43, 0.5f, 1.5f)),
+        beta_(uniform(s.c, 44)),
+        y_(count()),
+        dx_(count()),
+        dgamma_(s.c),
+        dbeta_(s.c),
+        mean_(s.c),
+        invstd_(s.c),
+        rmean_(s.c),
+        rvar_(s.c) {
     std::fill(rvar_.get(), rvar_.get() + s.c, 1.f);  // torch's initial running statistics
-    kernels::cpu::batch_norm_train_forward(x_, gamma_, beta_, y_, mean_, invstd_, nullptr,
-                                           nullptr, s_, kMomentum, kEps);
+    kernels::cpu::batch_norm_train_forward(x_, gamma_, beta_, y_, mean_, invstd_, nullptr, nullptr,
+                                           s_, kMomentum, kEps);
   }
   void run() override {
     namespace kc = kernels::cpu;
@@ -133,8 +154,14 @@ class BatchNormTrainOp : public Op {
 class LogSoftmaxNllOp : public Op {
  public:
   LogSoftmaxNllOp(bool backward, int64_t n, int64_t c)
-      : backward_(backward), n_(n), c_(c), x_(uniform(n * c, 51, -4.f, 4.f)), logp_(n * c),
-        dlogp_(n * c), dx_(n * c), target_(n) {
+      : backward_(backward),
+        n_(n),
+        c_(c),
+        x_(uniform(n * c, 51, -4.f, 4.f)),
+        logp_(n * c),
+        dlogp_(n * c),
+        dx_(n * c),
+        target_(n) {
     for (int64_t i = 0; i < n; ++i) target_.get()[i] = (i * 7 + 3) % c;
     kernels::ref::log_softmax_forward(x_, logp_, n, c);
   }
@@ -163,7 +190,8 @@ class LogSoftmaxNllOp : public Op {
     return worst_of({compare("logp", logp_, a, a.count(), kLossTol),
                      compare("loss", &loss_, &loss, 1, kLossTol)});
   }
-  double bytes() const override { return 8.0 * n_ * c_ * (backward_ ? 1.5 : 1.0) + 8.0 * n_; }
+  // Forward: x in, logp out; backward: dlogp out and back in, logp in, dx out; targets.
+  double bytes() const override { return 4.0 * n_ * c_ * (backward_ ? 4 : 2) + 8.0 * n_; }
 
  private:
   bool backward_;
@@ -179,8 +207,13 @@ class LogSoftmaxNllOp : public Op {
 class DropoutOp : public Op {
  public:
   DropoutOp(bool backward, int64_t planes, int64_t plane_size, float p, bool per_plane)
-      : backward_(backward), per_plane_(per_plane), planes_(planes), plane_(plane_size), p_(p),
-        x_(uniform(planes * plane_size, 61)), y_(x_.count()) {}
+      : backward_(backward),
+        per_plane_(per_plane),
+        planes_(planes),
+        plane_(plane_size),
+        p_(p),
+        x_(uniform(planes * plane_size, 61)),
+        y_(x_.count()) {}
   void run() override {
     namespace kc = kernels::cpu;
     const int64_t n = x_.count();

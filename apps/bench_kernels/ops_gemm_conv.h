@@ -14,9 +14,12 @@ enum class Pass { kForward, kBackwardData, kBackwardWeight };
 
 inline const char* pass_name(Pass p) {
   switch (p) {
-    case Pass::kForward: return "fwd";
-    case Pass::kBackwardData: return "bwd_data";
-    case Pass::kBackwardWeight: return "bwd_weight";
+    case Pass::kForward:
+      return "fwd";
+    case Pass::kBackwardData:
+      return "bwd_data";
+    case Pass::kBackwardWeight:
+      return "bwd_weight";
   }
   return "?";
 }
@@ -25,16 +28,28 @@ inline const char* pass_name(Pass p) {
 class LinearOp : public Op {
  public:
   LinearOp(Pass pass, const kernels::LinearShape& s)
-      : pass_(pass), s_(s), x_(uniform(s.n * s.in, 1)), w_(uniform(s.out * s.in, 2)),
-        b_(uniform(s.out, 3)), dy_(uniform(s.n * s.out, 4)), y_(s.n * s.out), dx_(s.n * s.in),
+      : pass_(pass),
+        s_(s),
+        x_(uniform(s.n * s.in, 1)),
+        w_(uniform(s.out * s.in, 2)),
+        b_(uniform(s.out, 3)),
+        dy_(uniform(s.n * s.out, 4)),
+        y_(s.n * s.out),
+        dx_(s.n * s.in),
         dw_(s.out * s.in) {}
 
   void run() override {
     namespace kc = kernels::cpu;
     switch (pass_) {
-      case Pass::kForward: kc::linear_forward(x_, w_, b_, y_, s_); break;
-      case Pass::kBackwardData: kc::linear_backward_data(dy_, w_, dx_, s_); break;
-      case Pass::kBackwardWeight: kc::linear_backward_weight(dy_, x_, dw_, s_, 0.f); break;
+      case Pass::kForward:
+        kc::linear_forward(x_, w_, b_, y_, s_);
+        break;
+      case Pass::kBackwardData:
+        kc::linear_backward_data(dy_, w_, dx_, s_);
+        break;
+      case Pass::kBackwardWeight:
+        kc::linear_backward_weight(dy_, x_, dw_, s_, 0.f);
+        break;
     }
   }
 
@@ -69,15 +84,25 @@ class Conv2dOp : public Op {
  public:
   Conv2dOp(Pass pass, const kernels::Conv2dShape& s,
            kernels::cpu::ConvAlgo algo = kernels::cpu::ConvAlgo::kAuto)
-      : pass_(pass), s_(s), algo_(algo), x_(uniform(s.x_count(), 11)),
-        w_(uniform(s.w_count(), 12)), b_(uniform(s.c_out, 13)), dy_(uniform(s.y_count(), 14)),
-        y_(s.y_count()), dx_(s.x_count()), dw_(s.w_count()), db_(s.c_out),
+      : pass_(pass),
+        s_(s),
+        algo_(algo),
+        x_(uniform(s.x_count(), 11)),
+        w_(uniform(s.w_count(), 12)),
+        b_(uniform(s.c_out, 13)),
+        dy_(uniform(s.y_count(), 14)),
+        y_(s.y_count()),
+        dx_(s.x_count()),
+        dw_(s.w_count()),
+        db_(s.c_out),
         ws_(kernels::cpu::conv2d_workspace_count(s, algo)) {}
 
   void run() override {
     namespace kc = kernels::cpu;
     switch (pass_) {
-      case Pass::kForward: kc::conv2d_forward(x_, w_, b_, y_, s_, ws_, ws_.count(), algo_); break;
+      case Pass::kForward:
+        kc::conv2d_forward(x_, w_, b_, y_, s_, ws_, ws_.count(), algo_);
+        break;
       case Pass::kBackwardData:
         kc::conv2d_backward_data(dy_, w_, dx_, s_, ws_, ws_.count(), algo_);
         break;
@@ -101,7 +126,8 @@ class Conv2dOp : public Op {
         kr::conv2d_backward_data(dy_, w_, want, s_);
         return compare("dx", dx_, want, want.count(), sum_tol(s_.c_out * s_.kh * s_.kw));
       }
-      case Pass::kBackwardWeight: break;
+      case Pass::kBackwardWeight:
+        break;
     }
     Buffer<float> dw(s_.w_count()), db(s_.c_out);
     kr::conv2d_backward_filter(x_, dy_, dw, s_);

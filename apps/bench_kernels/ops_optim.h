@@ -54,7 +54,8 @@ class SgdOp : public Op {
     run();
     for (size_t i = 0; i < p.size(); ++i)
       kernels::ref::sgd_step(p[i].data(), g_.t[i], buf[i].data(), p_.t[i].count(), cfg_, false);
-    return worst_of({compare_set("param", p_, p, kSgdTol), compare_set("momentum", buf_, buf, kSgdTol)});
+    return worst_of(
+        {compare_set("param", p_, p, kSgdTol), compare_set("momentum", buf_, buf, kSgdTol)});
   }
   double bytes() const override { return 4.0 * 5 * p_.total(); }  // p, buf read+write; g read
 
@@ -67,7 +68,9 @@ class SgdOp : public Op {
 class AdamOp : public Op {
  public:
   explicit AdamOp(const std::vector<int64_t>& counts)
-      : p_(counts, 400, -1.f, 1.f), g_(counts, 500, -1.f, 1.f), m_(counts, 600, -0.1f, 0.1f),
+      : p_(counts, 400, -1.f, 1.f),
+        g_(counts, 500, -1.f, 1.f),
+        m_(counts, 600, -0.1f, 0.1f),
         v_(counts, 700, 0.f, 0.01f) {}
   void run() override {
     for (size_t i = 0; i < p_.t.size(); ++i)
@@ -77,8 +80,8 @@ class AdamOp : public Op {
     auto p = p_.copy(), m = m_.copy(), v = v_.copy();
     run();
     for (size_t i = 0; i < p.size(); ++i)
-      kernels::ref::adam_step(p[i].data(), g_.t[i], m[i].data(), v[i].data(), p_.t[i].count(),
-                              cfg_, kStep);
+      kernels::ref::adam_step(p[i].data(), g_.t[i], m[i].data(), v[i].data(), p_.t[i].count(), cfg_,
+                              kStep);
     return worst_of({compare_set("param", p_, p, kAdamTol), compare_set("m", m_, m, kAdamTol),
                      compare_set("v", v_, v, kAdamTol)});
   }
@@ -90,12 +93,20 @@ class AdamOp : public Op {
   kernels::AdamConfig cfg_;
 };
 
-// The ring's reduce step: dst[i] += src[i] over count floats, on the calling thread.
+// dst[i] += src[i] for i < count, on the calling thread.
+using ReduceSumFn = void (*)(float* dst, const float* src, int64_t count);
+
+inline void kernels_reduce_sum(float* dst, const float* src, int64_t count) {
+  kernels::cpu::reduce_into(dst, src, count, kernels::ReduceOp::kSum);
+}
+
+// The ring's reduce step dst += src over count floats: kernels/cpu/reduce.h by default; the
+// bench also times comm/reduce.h's, which the transports call.
 class ReduceSumOp : public Op {
  public:
-  explicit ReduceSumOp(int64_t count)
-      : n_(count), dst_(uniform(count, 81)), src_(uniform(count, 82)) {}
-  void run() override { kernels::cpu::reduce_into(dst_, src_, n_, kernels::ReduceOp::kSum); }
+  explicit ReduceSumOp(int64_t count, ReduceSumFn fn = kernels_reduce_sum)
+      : n_(count), fn_(fn), dst_(uniform(count, 81)), src_(uniform(count, 82)) {}
+  void run() override { fn_(dst_, src_, n_); }
   CheckResult check() override {
     std::vector<float> want = dst_.copy();
     run();
@@ -106,6 +117,7 @@ class ReduceSumOp : public Op {
 
  private:
   int64_t n_;
+  ReduceSumFn fn_;
   Buffer<float> dst_, src_;
 };
 

@@ -8,6 +8,15 @@
 namespace engine::bench {
 namespace {
 
+// The case's name without Google Benchmark's "/real_time" suffix.
+std::string case_name(const benchmark::BenchmarkReporter::Run& run) {
+  std::string n = run.benchmark_name();
+  const std::string tail = "/real_time";
+  if (n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0)
+    n.resize(n.size() - tail.size());
+  return n;
+}
+
 std::string counter(const benchmark::BenchmarkReporter::Run& run, const char* key,
                     const char* fmt) {
   auto it = run.counters.find(key);
@@ -22,25 +31,24 @@ std::string counter(const benchmark::BenchmarkReporter::Run& run, const char* ke
 void TableReporter::PrintHeader(const Run&) {
   char line[256];
   std::snprintf(line, sizeof line, "%-*s %12s %10s %9s %8s %7s %9s\n",
-                static_cast<int>(name_field_width_), "case", "time(us)", "iters", "GFLOP/s",
-                "GB/s", "%ceil", "check_err");
+                static_cast<int>(name_field_width_ > 14 ? name_field_width_ - 10 : 4), "case",
+                "time(us)", "iters", "GFLOP/s", "GB/s", "%ceil", "check_err");
   std::string rule(std::string(line).size() - 1, '-');
   GetOutputStream() << line << rule << "\n";
 }
 
 void TableReporter::PrintRunData(const Run& run) {
-  const int w = static_cast<int>(name_field_width_);
+  const int w = static_cast<int>(name_field_width_ > 14 ? name_field_width_ - 10 : 4);
   char line[512];
   if (run.error_occurred) {
-    std::snprintf(line, sizeof line, "%-*s ERROR: %s\n", w, run.benchmark_name().c_str(),
+    std::snprintf(line, sizeof line, "%-*s ERROR: %s\n", w, case_name(run).c_str(),
                   run.error_message.c_str());
   } else {
-    std::snprintf(line, sizeof line, "%-*s %12.2f %10lld %9s %8s %7s %9s\n", w,
-                  run.benchmark_name().c_str(), run.GetAdjustedRealTime(),
-                  static_cast<long long>(run.iterations),
-                  counter(run, "GFLOP/s", "%.2f").c_str(), counter(run, "GB/s", "%.2f").c_str(),
-                  counter(run, "pct_of_ceiling", "%.1f").c_str(),
-                  counter(run, "check_err", "%.1e").c_str());
+    std::snprintf(
+        line, sizeof line, "%-*s %12.2f %10lld %9s %8s %7s %9s\n", w, case_name(run).c_str(),
+        run.GetAdjustedRealTime(), static_cast<long long>(run.iterations),
+        counter(run, "GFLOP/s", "%.2f").c_str(), counter(run, "GB/s", "%.2f").c_str(),
+        counter(run, "pct_of_ceiling", "%.1f").c_str(), counter(run, "check_err", "%.1e").c_str());
   }
   GetOutputStream() << line;
 }

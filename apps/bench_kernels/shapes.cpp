@@ -19,7 +19,7 @@ const std::vector<LinearSite>& linear_sites() {
 
 const std::vector<ConvSite>& conv_sites() {
   static const std::vector<ConvSite> s = {
-      {"simplecnn", "conv1", 1, 28, 28, 32, 3, 1}, {"simplecnn", "conv2", 32, 14, 14, 64, 3, 1},
+      {"simplecnn", "conv1", 1, 28, 28, 32, 3, 1},  {"simplecnn", "conv2", 32, 14, 14, 64, 3, 1},
       {"convnet", "layer1.0", 1, 28, 28, 16, 5, 2}, {"convnet", "layer2.0", 16, 14, 14, 32, 5, 2},
       {"net", "conv1", 1, 28, 28, 10, 5, 0},        {"net", "conv2", 10, 12, 12, 20, 5, 0},
   };
@@ -28,7 +28,7 @@ const std::vector<ConvSite>& conv_sites() {
 
 const std::vector<ActSite>& pool_sites() {
   static const std::vector<ActSite> s = {
-      {"simplecnn", "pool1", 32, 28, 28}, {"simplecnn", "pool2", 64, 14, 14},
+      {"simplecnn", "pool1", 32, 28, 28},  {"simplecnn", "pool2", 64, 14, 14},
       {"convnet", "layer1.3", 16, 28, 28}, {"convnet", "layer2.3", 32, 14, 14},
       {"net", "pool1", 10, 24, 24},        {"net", "pool2", 20, 8, 8},
   };
@@ -37,10 +37,10 @@ const std::vector<ActSite>& pool_sites() {
 
 const std::vector<ActSite>& relu_sites() {
   static const std::vector<ActSite> s = {
-      {"simplecnn", "relu1", 32, 14, 14}, {"simplecnn", "relu2", 64, 7, 7},
+      {"simplecnn", "relu1", 32, 14, 14},   {"simplecnn", "relu2", 64, 7, 7},
       {"simplecnn", "relu_fc1", 128, 1, 1}, {"convnet", "layer1.2", 16, 28, 28},
-      {"convnet", "layer2.2", 32, 14, 14}, {"net", "relu1", 10, 12, 12},
-      {"net", "relu2", 20, 4, 4},          {"net", "relu_fc1", 50, 1, 1},
+      {"convnet", "layer2.2", 32, 14, 14},  {"net", "relu1", 10, 12, 12},
+      {"net", "relu2", 20, 4, 4},           {"net", "relu_fc1", 50, 1, 1},
   };
   return s;
 }
@@ -101,7 +101,8 @@ void verify_sites_against_models() {
   for (auto& l : linear_sites())
     expect_shape(shapes[l.model], l.model, prefixed(l.layer, "weight"), {l.out, l.in});
   for (auto& c : conv_sites())
-    expect_shape(shapes[c.model], c.model, prefixed(c.layer, "weight"), {c.c_out, c.c_in, c.k, c.k});
+    expect_shape(shapes[c.model], c.model, prefixed(c.layer, "weight"),
+                 {c.c_out, c.c_in, c.k, c.k});
   for (auto& b : batchnorm_sites())
     expect_shape(shapes[b.model], b.model, prefixed(b.layer, "weight"), {b.c});
 }

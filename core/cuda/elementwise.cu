@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/cuda/check.cuh"
+#include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
 #include "core/elementwise.h"
 #include "core/error.h"
@@ -38,12 +39,12 @@ __global__ void scale_kernel(float* p, float s, int64_t n) {
 
 }  // namespace
 
-// Each launches on `device`'s default stream, in order with everything else queued there.
+// Each launches on `device`'s compute stream (core/cuda/stream.cuh), in order with the kernels.
 void fill_f32(int device, float* p, float v, int64_t n) {
   ENGINE_CHECK(n >= 0, "cuda::fill_f32: negative count ", n);
   if (n == 0) return;
   DeviceGuard guard(device);
-  fill_kernel<<<blocks_for(n), kThreads>>>(p, v, n);
+  fill_kernel<<<blocks_for(n), kThreads, 0, compute_stream(device)>>>(p, v, n);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -51,7 +52,7 @@ void axpy_f32(int device, float* dst, const float* src, float alpha, int64_t n) 
   ENGINE_CHECK(n >= 0, "cuda::axpy_f32: negative count ", n);
   if (n == 0) return;
   DeviceGuard guard(device);
-  axpy_kernel<<<blocks_for(n), kThreads>>>(dst, src, alpha, n);
+  axpy_kernel<<<blocks_for(n), kThreads, 0, compute_stream(device)>>>(dst, src, alpha, n);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -59,7 +60,7 @@ void scale_f32(int device, float* p, float s, int64_t n) {
   ENGINE_CHECK(n >= 0, "cuda::scale_f32: negative count ", n);
   if (n == 0) return;
   DeviceGuard guard(device);
-  scale_kernel<<<blocks_for(n), kThreads>>>(p, s, n);
+  scale_kernel<<<blocks_for(n), kThreads, 0, compute_stream(device)>>>(p, s, n);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -26,8 +26,8 @@ double plane_sum(int64_t count, F f) {
 }
 
 void check(const BatchNormShape& s, const char* what) {
-  ENGINE_CHECK(s.n >= 0 && s.c > 0 && s.hw > 0, what, ": bad shape (", s.n, ", ", s.c, ", ",
-               s.hw, ")");
+  ENGINE_CHECK(s.n >= 0 && s.c > 0 && s.hw > 0, what, ": bad shape (", s.n, ", ", s.c, ", ", s.hw,
+               ")");
 }
 
 // Planes of channel c: x + (n*C + c)*HW.
@@ -70,14 +70,13 @@ void batch_norm_train_forward(const float* x, const float* gamma, const float* b
       save_mean[c] = static_cast<float>(mean);
       save_invstd[c] = static_cast<float>(invstd);
       if (running_mean)
-        running_mean[c] = static_cast<float>(
-            bn_running_update(double(running_mean[c]), mean, double(momentum)));
+        running_mean[c] =
+            static_cast<float>(bn_running_update(double(running_mean[c]), mean, double(momentum)));
       if (running_var)
         running_var[c] = static_cast<float>(bn_running_update(
             double(running_var[c]), bn_unbiased_var(var_sum, m), double(momentum)));
       affine(x, y, s, c,
-             bn_affine(save_mean[c], save_invstd[c], gamma ? gamma[c] : 1.f,
-                       beta ? beta[c] : 0.f));
+             bn_affine(save_mean[c], save_invstd[c], gamma ? gamma[c] : 1.f, beta ? beta[c] : 0.f));
     }
   });
 }
@@ -96,8 +95,8 @@ void batch_norm_eval_forward(const float* x, const float* gamma, const float* be
 }
 
 void batch_norm_backward(const float* dy, const float* x, const float* gamma,
-                         const float* save_mean, const float* save_invstd, float* dx,
-                         float* dgamma, float* dbeta, const BatchNormShape& s) {
+                         const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                         float* dbeta, const BatchNormShape& s) {
   check(s, "batch_norm_backward");
   const int64_t m = s.count();
   parallel_for(s.c, 1, [&](int64_t c0, int64_t c1) {

@@ -22,8 +22,8 @@ void batch_norm_eval_forward(const float* x, const float* gamma, const float* be
 // Gradients of batch_norm_train_forward from its saved mean and invstd. Overwrites dx, dgamma,
 // dbeta; any of the three may be null (not wanted).
 void batch_norm_backward(const float* dy, const float* x, const float* gamma,
-                         const float* save_mean, const float* save_invstd, float* dx,
-                         float* dgamma, float* dbeta, const BatchNormShape& s);
+                         const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                         float* dbeta, const BatchNormShape& s);
 
 // Gradients of batch_norm_eval_forward (the statistics are constants). Same conventions.
 void batch_norm_eval_backward(const float* dy, const float* x, const float* gamma,

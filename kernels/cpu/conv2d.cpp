@@ -18,9 +18,8 @@ namespace {
 void check_shape(const Conv2dShape& s, const char* what) {
   ENGINE_CHECK(s.n >= 0 && s.c_in > 0 && s.c_out > 0 && s.kh > 0 && s.kw > 0 && s.stride > 0 &&
                    s.pad >= 0 && s.oh() > 0 && s.ow() > 0,
-               what, ": bad shape x (", s.n, ", ", s.c_in, ", ", s.h, ", ", s.w, ") w (",
-               s.c_out, ", ", s.c_in, ", ", s.kh, ", ", s.kw, ") stride ", s.stride, " pad ",
-               s.pad);
+               what, ": bad shape x (", s.n, ", ", s.c_in, ", ", s.h, ", ", s.w, ") w (", s.c_out,
+               ", ", s.c_in, ", ", s.kh, ", ", s.kw, ") stride ", s.stride, " pad ", s.pad);
 }
 
 bool use_direct(const Conv2dShape& s, ConvAlgo algo, const char* what) {
@@ -33,15 +32,18 @@ bool use_direct(const Conv2dShape& s, ConvAlgo algo, const char* what) {
 
 detail::Direct direct_kind(ConvAlgo algo) {
   switch (algo) {
-    case ConvAlgo::kFlat: return detail::Direct::kFlat;
-    case ConvAlgo::kChannelVector: return detail::Direct::kCv;
-    default: return detail::Direct::kAuto;
+    case ConvAlgo::kFlat:
+      return detail::Direct::kFlat;
+    case ConvAlgo::kChannelVector:
+      return detail::Direct::kCv;
+    default:
+      return detail::Direct::kAuto;
   }
 }
 
 void check_ws(int64_t need, int64_t have, const char* what) {
-  ENGINE_CHECK(have >= need, what, ": workspace of ", have, " floats, ", need,
-               " needed at ", num_threads(), " threads (query conv2d_workspace_count)");
+  ENGINE_CHECK(have >= need, what, ": workspace of ", have, " floats, ", need, " needed at ",
+               num_threads(), " threads (query conv2d_workspace_count)");
 }
 
 // col (K, OH*OW) of one sample x (Cin, H, W): col[(ci, kh, kw)][(oh, ow)] = x at
@@ -88,7 +90,9 @@ void col2im(const float* col, const Conv2dShape& s, float* dx) {
   });
 }
 
-int64_t im2col_ws(const Conv2dShape& s) { return s.k() * s.oh() * s.ow(); }
+int64_t im2col_ws(const Conv2dShape& s) {
+  return s.k() * s.oh() * s.ow();
+}
 
 }  // namespace
 
@@ -107,12 +111,12 @@ int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo) {
   int64_t filter = 0;
   if (algo != ConvAlgo::kChannelVector || detail::direct_cv_filter_supported(s))
     filter = detail::direct_backward_filter_ws(s, k, nt);
-  return std::max({detail::direct_forward_ws(s, k, nt), detail::direct_backward_data_ws(s, k, nt),
-                   filter});
+  return std::max(
+      {detail::direct_forward_ws(s, k, nt), detail::direct_backward_data_ws(s, k, nt), filter});
 }
 
-void conv2d_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s, float* ws, int64_t ws_count, ConvAlgo algo) {
+void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
+                    float* ws, int64_t ws_count, ConvAlgo algo) {
   check_shape(s, "conv2d_forward");
   if (use_direct(s, algo, "conv2d_forward")) {
     const detail::Direct k = direct_kind(algo);
@@ -174,8 +178,8 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* d
   for (int64_t n = 0; n < s.n; ++n) {
     im2col(x + n * s.c_in * s.h * s.w, s, ws);
     // dw (Cout, K) = dy[n] (Cout, P) col^T (P, K) + beta' dw
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.c_out, k, p, 1.f,
-                dy + n * s.c_out * p, p, ws, p, n == 0 ? beta : 1.f, dw, k);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.c_out, k, p, 1.f, dy + n * s.c_out * p,
+                p, ws, p, n == 0 ? beta : 1.f, dw, k);
   }
 }
 

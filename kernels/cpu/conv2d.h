@@ -24,9 +24,8 @@ bool conv2d_algo_supported(const Conv2dShape& s, ConvAlgo algo, ConvPass pass);
 int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo = ConvAlgo::kAuto);
 
 // y (N, Cout, OH, OW) = conv(x (N, Cin, H, W), w (Cout, Cin, KH, KW)) + b (Cout); b may be null.
-void conv2d_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s, float* ws, int64_t ws_count,
-                    ConvAlgo algo = ConvAlgo::kAuto);
+void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
+                    float* ws, int64_t ws_count, ConvAlgo algo = ConvAlgo::kAuto);
 
 // dx (N, Cin, H, W) = conv2d input gradient of dy (N, Cout, OH, OW). Overwrites dx.
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,

@@ -56,7 +56,60 @@ void forward_tile(const float* xrow, const Geometry& g, const float* w, const fl
     for (int v = 0; v < OCV; ++v) _mm512_storeu_ps(tmp + (j * OCV + v) * kLanes, acc[j][v]);
 }
 
+// The same tile for a compile-time kernel width: per kernel row, the KW * OCV weight vectors
+// stay in registers and each input of the row is broadcast once and used for every tap that
+// reads it (NJ + KW - 1 broadcasts instead of NJ * KW): broadcasts, not FMAs, bound the generic
+// tile when OCV is 1.
+template <int OCV, int NJ, int KW>
+void forward_tile_kw(const float* xrow, const Geometry& g, const float* w, const float* bias,
+                     float* tmp) {
+  __m512 acc[NJ][OCV];
+  for (int v = 0; v < OCV; ++v) {
+    __m512 b = bias ? _mm512_loadu_ps(bias + v * kLanes) : _mm512_setzero_ps();
+    for (int j = 0; j < NJ; ++j) acc[j][v] = b;
+  }
+  const int64_t plane = g.plane(), wp = g.wp;
+  const float* wk = w;
+  for (int64_t ci = 0; ci < g.c_in; ++ci)
+    for (int64_t kh = 0; kh < g.kh; ++kh, wk += KW * OCV * kLanes) {
+      const float* row = xrow + ci * plane + kh * wp;
+      __m512 wv[KW][OCV];
+      for (int c = 0; c < KW; ++c)
+        for (int v = 0; v < OCV; ++v) wv[c][v] = _mm512_loadu_ps(wk + (c * OCV + v) * kLanes);
+#pragma GCC unroll 64
+      for (int col = 0; col < NJ + KW - 1; ++col) {
+        const __m512 xb = _mm512_set1_ps(row[col]);
+#pragma GCC unroll 8
+        for (int c = 0; c < KW; ++c) {
+          const int j = col - c;
+          if (j < 0 || j >= NJ) continue;
+          for (int v = 0; v < OCV; ++v) acc[j][v] = _mm512_fmadd_ps(wv[c][v], xb, acc[j][v]);
+        }
+      }
+    }
+  for (int j = 0; j < NJ; ++j)
+    for (int v = 0; v < OCV; ++v) _mm512_storeu_ps(tmp + (j * OCV + v) * kLanes, acc[j][v]);
+}
+
 using ForwardTile = void (*)(const float*, const Geometry&, const float*, const float*, float*);
+
+// Widest tiles of forward_tile_kw within 31 registers: NJ*OCV accumulators + KW*OCV weights + 1.
+constexpr int kw_max_nj(int ocv, int kw) {
+  return (31 - kw * ocv) / ocv;
+}
+
+template <int OCV, int KW, int... NJ>
+constexpr auto forward_kw_table(std::integer_sequence<int, NJ...>) {
+  return std::array<ForwardTile, sizeof...(NJ)>{forward_tile_kw<OCV, NJ + 1, KW>...};
+}
+constexpr auto kForward1K3 =
+    forward_kw_table<1, 3>(std::make_integer_sequence<int, kw_max_nj(1, 3)>{});
+constexpr auto kForward1K5 =
+    forward_kw_table<1, 5>(std::make_integer_sequence<int, kw_max_nj(1, 5)>{});
+constexpr auto kForward2K3 =
+    forward_kw_table<2, 3>(std::make_integer_sequence<int, kw_max_nj(2, 3)>{});
+constexpr auto kForward2K5 =
+    forward_kw_table<2, 5>(std::make_integer_sequence<int, kw_max_nj(2, 5)>{});
 
 template <int OCV, int... NJ>
 constexpr auto forward_table(std::integer_sequence<int, NJ...>) {
@@ -74,8 +127,7 @@ void store_transposed(const float* tmp, int64_t ocv, int64_t nj, int64_t n_ch, f
       const int64_t cnt = std::min(kLanes, nj - j0);
       __m512 r[kLanes];
       for (int64_t j = 0; j < kLanes; ++j)
-        r[j] = j < cnt ? _mm512_loadu_ps(tmp + (j0 + j) * width + v * kLanes)
-                       : _mm512_setzero_ps();
+        r[j] = j < cnt ? _mm512_loadu_ps(tmp + (j0 + j) * width + v * kLanes) : _mm512_setzero_ps();
       transpose16(r);
       const auto mask = static_cast<__mmask16>((1u << cnt) - 1u);
       const int64_t chans = std::min(kLanes, n_ch - v * kLanes);
@@ -86,7 +138,15 @@ void store_transposed(const float* tmp, int64_t ocv, int64_t nj, int64_t n_ch, f
 
 // ---- backward-filter ----
 
-constexpr int rmax(int ocv, int kw) { return std::max(1, std::min(8, 25 / (ocv * kw))); }
+// Positions per step: with OCV <= 2 a step takes JB positions, whose dy vectors stay in
+// registers while each input of a kernel row is broadcast once for all the taps that read it
+// (R * (JB + KW - 1) broadcasts per R * KW * JB * OCV FMAs). Wider channel blocks step by one.
+constexpr int jb_for(int ocv) { return ocv == 1 ? 4 : ocv == 2 ? 2 : 1; }
+
+// Kernel rows per tile: R * KW * OCV accumulators + JB * OCV dy vectors + 1 within 31.
+constexpr int rmax(int ocv, int kw) {
+  return std::max(1, std::min(8, (31 - 1 - jb_for(ocv) * ocv) / (ocv * kw)));
+}
 
 struct FilterArgs {
   const float* xs;
@@ -96,8 +156,11 @@ struct FilterArgs {
 
 // out[(r*KW + c)*cpad + 16v + lane] = sum over samples and positions, for kernel rows at
 // row_off[r] (ci*plane + kh*Wp) and channels dyt[.][16v + lane] (dyt already offset).
+// A row's last step may run past OW: its extra dy vectors are zero, and the inputs it reads
+// (the next row, or the buffer's zero slack) are finite, so they add nothing.
 template <int OCV, int KW, int R>
 void filter_tile(const FilterArgs& a, const int64_t* row_off, float* out) {
+  constexpr int JB = jb_for(OCV);
   __m512 acc[R][KW][OCV];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < KW; ++c)
@@ -108,15 +171,29 @@ void filter_tile(const FilterArgs& a, const int64_t* row_off, float* out) {
     for (int64_t i = 0; i < a.oh; ++i) {
       const float* rows[R];
       for (int r = 0; r < R; ++r) rows[r] = xs + row_off[r] + i * a.wp;
-      for (int64_t j = 0; j < a.ow; ++j, d += a.cpad) {
-        __m512 dv[OCV];
-        for (int v = 0; v < OCV; ++v) dv[v] = _mm512_loadu_ps(d + v * kLanes);
-        for (int r = 0; r < R; ++r)
-          for (int c = 0; c < KW; ++c) {
-            __m512 xb = _mm512_set1_ps(rows[r][j + c]);
-            for (int v = 0; v < OCV; ++v) acc[r][c][v] = _mm512_fmadd_ps(dv[v], xb, acc[r][c][v]);
+      for (int64_t j0 = 0; j0 < a.ow; j0 += JB, d += JB * a.cpad) {
+        const int64_t valid = std::min<int64_t>(JB, a.ow - j0);
+        __m512 dv[JB][OCV];
+        for (int j = 0; j < JB; ++j)
+          for (int v = 0; v < OCV; ++v)
+            dv[j][v] = j < valid ? _mm512_loadu_ps(d + j * a.cpad + v * kLanes)
+                                 : _mm512_setzero_ps();
+        for (int r = 0; r < R; ++r) {
+          const float* x = rows[r] + j0;
+#pragma GCC unroll 16
+          for (int col = 0; col < JB + KW - 1; ++col) {
+            const __m512 xb = _mm512_set1_ps(x[col]);
+#pragma GCC unroll 8
+            for (int c = 0; c < KW; ++c) {
+              const int j = col - c;
+              if (j < 0 || j >= JB) continue;
+              for (int v = 0; v < OCV; ++v)
+                acc[r][c][v] = _mm512_fmadd_ps(dv[j][v], xb, acc[r][c][v]);
+            }
           }
+        }
       }
+      d -= (ceil_div(a.ow, JB) * JB - a.ow) * a.cpad;  // back to the next row's first position
     }
   }
   for (int r = 0; r < R; ++r)
@@ -139,10 +216,14 @@ FilterTile pick_filter(int r) {
 template <int KW>
 FilterTile pick_filter(int ocv, int r) {
   switch (ocv) {
-    case 1: return pick_filter<1, KW>(r);
-    case 2: return pick_filter<2, KW>(r);
-    case 3: return pick_filter<3, KW>(r);
-    default: return pick_filter<4, KW>(r);
+    case 1:
+      return pick_filter<1, KW>(r);
+    case 2:
+      return pick_filter<2, KW>(r);
+    case 3:
+      return pick_filter<3, KW>(r);
+    default:
+      return pick_filter<4, KW>(r);
   }
 }
 
@@ -158,19 +239,30 @@ void cv_conv_sample(const float* xp, const Geometry& g, const float* wcv, const 
     const float* wb = wcv + kLanes * v0 * k_len;
     const float* bb = bias ? bias + kLanes * v0 : nullptr;
     const int64_t n_ch = std::min(ocv * kLanes, g.c_out - kLanes * v0);
-    Blocks jb(ow, ocv == 1 ? kMaxNJ1 : kMaxNJ2);
+    // Kernel widths 3 and 5 take the register-blocked tile.
+    const bool kw3 = g.kw == 3, kw5 = g.kw == 5;
+    const int64_t max_nj = kw3   ? kw_max_nj(static_cast<int>(ocv), 3)
+                           : kw5 ? kw_max_nj(static_cast<int>(ocv), 5)
+                                 : (ocv == 1 ? kMaxNJ1 : kMaxNJ2);
+    Blocks jb(ow, max_nj);
     for (int64_t i = 0; i < oh; ++i)
       for (int64_t e = 0; e < jb.nb; ++e) {
         const int64_t j0 = jb.start(e), nj = jb.size(e);
-        ForwardTile tile = ocv == 1 ? kForward1[nj - 1] : kForward2[nj - 1];
+        ForwardTile tile = ocv == 1 ? (kw3   ? kForward1K3[nj - 1]
+                                       : kw5 ? kForward1K5[nj - 1]
+                                             : kForward1[nj - 1])
+                                    : (kw3   ? kForward2K3[nj - 1]
+                                       : kw5 ? kForward2K5[nj - 1]
+                                             : kForward2[nj - 1]);
         tile(xp + i * g.wp + j0, g, wb, bb, tmp);
-        store_transposed(tmp, ocv, nj, n_ch, y + kLanes * v0 * out_plane + i * ow + j0,
-                         out_plane);
+        store_transposed(tmp, ocv, nj, n_ch, y + kLanes * v0 * out_plane + i * ow + j0, out_plane);
       }
   }
 }
 
-bool cv_filter_supported(int64_t kw) { return kw == 3 || kw == 5; }
+bool cv_filter_supported(int64_t kw) {
+  return kw == 3 || kw == 5;
+}
 
 void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geometry& g,
                      float* part) {
@@ -199,6 +291,10 @@ void cv_transpose_dy(const float* dy, int64_t c_out, int64_t p, float* dyt, floa
     __m512 bsum = _mm512_loadu_ps(bias_acc + v * kLanes);
     for (int64_t p0 = 0; p0 < p; p0 += kLanes) {
       const int64_t cnt = std::min(kLanes, p - p0);
+      // 16 channel rows are read side by side: fetch each two blocks ahead.
+      for (int64_t c = 0; c < chans; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(dy + (v * kLanes + c) * p + p0 + 2 * kLanes),
+                     _MM_HINT_T0);
       const auto mask = static_cast<__mmask16>((1u << cnt) - 1u);
       __m512 r[kLanes];
       for (int64_t c = 0; c < kLanes; ++c)

@@ -7,12 +7,13 @@
 // Backward-filter splits the batch into fixed chunks of S samples (S from the shape only); each
 // chunk writes its own partial dw and db, and the partials are added in chunk order, so the
 // result does not depend on the thread count.
+#include "kernels/cpu/conv2d_direct.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/conv2d_direct.h"
 #include "kernels/cpu/conv2d_simd.h"
 #include "kernels/cpu/reduce.h"
 
@@ -54,6 +55,12 @@ void pad_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, i
       continue;
     }
     const intptr_t row = base + sr * w * intptr_t{sizeof(float)};
+    // Callers pad planes in memory order: fetch the next plane's row while this one is copied
+    // (a hint: past the end of the tensor it is dropped, not faulted).
+    const intptr_t next = row + (h * w + pl) * intptr_t{sizeof(float)};
+    _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next + (w - 1) * intptr_t{sizeof(float)}),
+                 _MM_HINT_T0);
     for (int64_t k = 0; k < chunks; ++k) {
       const auto* at = reinterpret_cast<const float*>(row + k * kLanes * intptr_t{sizeof(float)});
       _mm512_mask_storeu_ps(d + k * kLanes, store_mask[k], _mm512_maskz_loadu_ps(load_mask[k], at));
@@ -70,8 +77,8 @@ Geometry forward_geometry(const Conv2dShape& s) {
 }
 // dx = conv(dy padded by k-1-pad, flipped transposed filter): Cout in, Cin out.
 Geometry data_geometry(const Conv2dShape& s) {
-  return {s.c_out, s.oh() + 2 * (s.kh - 1 - s.pad), s.ow() + 2 * (s.kw - 1 - s.pad),
-          s.c_in, s.kh, s.kw};
+  return {s.c_out, s.oh() + 2 * (s.kh - 1 - s.pad), s.ow() + 2 * (s.kw - 1 - s.pad), s.c_in, s.kh,
+          s.kw};
 }
 
 // Flat wastes the padded columns (Wp - OW of every Wp); cv wastes channels up to a multiple of
@@ -88,7 +95,9 @@ bool use_cv(const Geometry& g, Direct k) {
 int64_t pack_floats(const Geometry& g, bool cv) {
   return cv ? round16(g.c_out) * g.k() + round16(g.c_out) : round16(g.c_out * g.k());
 }
-int64_t sample_floats(const Geometry& g) { return round16(g.c_in * g.plane() + kSlack); }
+int64_t sample_floats(const Geometry& g) {
+  return round16(g.c_in * g.plane() + kSlack);
+}
 
 int64_t conv_ws(const Geometry& g, Direct k, int nthreads) {
   return pack_floats(g, use_cv(g, k)) + nthreads * sample_floats(g);
@@ -135,9 +144,9 @@ void conv_batch(const float* in, int64_t n, int64_t h, int64_t w, int64_t pt, in
 struct FilterPlan {
   bool cv;
   int64_t chunk, n_chunks;
-  int64_t w_part, part;     // floats of a chunk's dw partial, and with its db partial
+  int64_t w_part, part;  // floats of a chunk's dw partial, and with its db partial
   int64_t x_floats, dy_floats, per_thread;
-  int64_t q_pad;            // flat: floats per channel of a chunk
+  int64_t q_pad;  // flat: floats per channel of a chunk
 };
 
 bool use_cv_filter(const Conv2dShape& s, Direct k) {
@@ -209,8 +218,8 @@ void fill_flat(const float* x, const float* dy, const Conv2dShape& s, const Filt
 }
 
 // Channel-vector layout: xs (count, Cin, Hp, Wp) padded x, dyt (count, OH*OW, cpad).
-void fill_cv(const float* x, const float* dy, const Conv2dShape& s, const FilterPlan& f,
-             int64_t n0, int64_t count, float* xs, float* dyt, float* bias) {
+void fill_cv(const float* x, const float* dy, const Conv2dShape& s, const FilterPlan& f, int64_t n0,
+             int64_t count, float* xs, float* dyt, float* bias) {
   const Geometry g = forward_geometry(s);
   const int64_t plane = g.plane(), p = s.oh() * s.ow(), cpad = round16(s.c_out);
   for (int64_t j = 0; j < count; ++j) {
@@ -229,7 +238,9 @@ bool direct_supported(const Conv2dShape& s) {
   return s.stride == 1 && s.pad <= s.kh - 1 && s.pad <= s.kw - 1 && s.oh() > 0 && s.ow() > 0;
 }
 
-bool direct_cv_filter_supported(const Conv2dShape& s) { return cv_filter_supported(s.kw); }
+bool direct_cv_filter_supported(const Conv2dShape& s) {
+  return cv_filter_supported(s.kw);
+}
 
 int64_t direct_forward_ws(const Conv2dShape& s, Direct k, int nthreads) {
   return conv_ws(forward_geometry(s), k, nthreads);
@@ -244,8 +255,8 @@ int64_t direct_backward_filter_ws(const Conv2dShape& s, Direct k, int nthreads) 
   return f.n_chunks * f.part + nthreads * f.per_thread;
 }
 
-void direct_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s, Direct k, float* ws) {
+void direct_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
+                    Direct k, float* ws) {
   const Geometry g = forward_geometry(s);
   const bool cv = use_cv(g, k);
   const int64_t k_len = g.k();
@@ -271,6 +282,11 @@ void direct_backward_filter(const float* x, const float* dy, float* dw, float* d
   const FilterPlan f = filter_plan(s, k);
   const Geometry g = forward_geometry(s);
   const int64_t k_len = g.k(), cpad = round16(s.c_out), plane = g.plane();
+  if (s.n == 0) {  // no chunks: the sums are zero
+    for (int64_t i = 0; i < s.w_count(); ++i) dw[i] = beta == 0.f ? 0.f : beta * dw[i];
+    for (int64_t i = 0; db && i < s.c_out; ++i) db[i] = beta == 0.f ? 0.f : beta * db[i];
+    return;
+  }
   float* parts = ws;
   float* buffers = ws + f.n_chunks * f.part;
   parallel_run([&](int t, int nt) {
@@ -290,38 +306,47 @@ void direct_backward_filter(const float* x, const float* dy, float* dw, float* d
       }
     }
   });
-  // Partials added in chunk order, whatever the thread count.
+  // Partials added in chunk order, whatever the thread count: into chunk 0's, element-wise.
+  parallel_for(f.part, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t c = 1; c < f.n_chunks; ++c) {
+      const float* src = parts + c * f.part;
+      for (int64_t i = i0; i < i1; ++i) parts[i] += src[i];
+    }
+  });
   parallel_for(s.c_out, 1, [&](int64_t o0, int64_t o1) {
     for (int64_t co = o0; co < o1; ++co) {
       for (int64_t t = 0; t < k_len; ++t) {
-        const int64_t at = f.cv ? t * cpad + co : co * k_len + t;
-        float acc = 0.f;
-        for (int64_t c = 0; c < f.n_chunks; ++c) acc += parts[c * f.part + at];
+        const float acc = parts[f.cv ? t * cpad + co : co * k_len + t];
         float& d = dw[co * k_len + t];
         d = beta == 0.f ? acc : beta * d + acc;
       }
-      if (db) {
-        float acc = 0.f;
-        for (int64_t c = 0; c < f.n_chunks; ++c) acc += parts[c * f.part + f.w_part + co];
-        db[co] = beta == 0.f ? acc : beta * db[co] + acc;
-      }
+      if (db) db[co] = beta == 0.f ? parts[f.w_part + co] : beta * db[co] + parts[f.w_part + co];
     }
   });
 }
 
 #else  // no AVX-512: conv2d.cpp takes the im2col + GEMM path.
 
-bool direct_supported(const Conv2dShape&) { return false; }
-bool direct_cv_filter_supported(const Conv2dShape&) { return false; }
-int64_t direct_forward_ws(const Conv2dShape&, Direct, int) { return 0; }
-int64_t direct_backward_data_ws(const Conv2dShape&, Direct, int) { return 0; }
-int64_t direct_backward_filter_ws(const Conv2dShape&, Direct, int) { return 0; }
+bool direct_supported(const Conv2dShape&) {
+  return false;
+}
+bool direct_cv_filter_supported(const Conv2dShape&) {
+  return false;
+}
+int64_t direct_forward_ws(const Conv2dShape&, Direct, int) {
+  return 0;
+}
+int64_t direct_backward_data_ws(const Conv2dShape&, Direct, int) {
+  return 0;
+}
+int64_t direct_backward_filter_ws(const Conv2dShape&, Direct, int) {
+  return 0;
+}
 void direct_forward(const float*, const float*, const float*, float*, const Conv2dShape&, Direct,
                     float*) {
   ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
-void direct_backward_data(const float*, const float*, float*, const Conv2dShape&, Direct,
-                          float*) {
+void direct_backward_data(const float*, const float*, float*, const Conv2dShape&, Direct, float*) {
   ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
 void direct_backward_filter(const float*, const float*, float*, float*, const Conv2dShape&, float,

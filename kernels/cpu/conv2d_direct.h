@@ -21,8 +21,8 @@ int64_t direct_backward_data_ws(const Conv2dShape& s, Direct k, int nthreads);
 int64_t direct_backward_filter_ws(const Conv2dShape& s, Direct k, int nthreads);
 
 // Same contracts as conv2d_forward / conv2d_backward_data / conv2d_backward_filter.
-void direct_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s, Direct k, float* ws);
+void direct_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
+                    Direct k, float* ws);
 void direct_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
                           Direct k, float* ws);
 void direct_backward_filter(const float* x, const float* dy, float* dw, float* db,

@@ -51,8 +51,8 @@ void build_store_map(int64_t q0, int nv, int64_t wp, int64_t oh, int64_t ow, Sto
 
 // y (MR, OH, OW): tile columns [q0, q0 + 16*NV) for MR output channels; xq = xp + q0.
 template <int MR, int NV>
-void forward_tile(const float* xq, const Geometry& g, const float* w, const float* bias,
-                  float* y, const StoreMap& m) {
+void forward_tile(const float* xq, const Geometry& g, const float* w, const float* bias, float* y,
+                  const StoreMap& m) {
   __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
     __m512 b = _mm512_set1_ps(bias ? bias[r] : 0.f);
@@ -88,9 +88,11 @@ void forward_tile(const float* xq, const Geometry& g, const float* w, const floa
 
 using ForwardTile = void (*)(const float*, const Geometry&, const float*, const float*, float*,
                              const StoreMap&);
-#define ENGINE_FLAT_ROW(NV)                                                               \
-  {forward_tile<1, NV>, forward_tile<2, NV>, forward_tile<3, NV>, forward_tile<4, NV>, \
-   forward_tile<5, NV>, forward_tile<6, NV>, forward_tile<7, NV>, forward_tile<8, NV>}
+#define ENGINE_FLAT_ROW(NV)                                                                \
+  {                                                                                        \
+    forward_tile<1, NV>, forward_tile<2, NV>, forward_tile<3, NV>, forward_tile<4, NV>,    \
+        forward_tile<5, NV>, forward_tile<6, NV>, forward_tile<7, NV>, forward_tile<8, NV> \
+  }
 constexpr ForwardTile kForwardTiles[kMaxNV][kFlatMR] = {ENGINE_FLAT_ROW(1), ENGINE_FLAT_ROW(2),
                                                         ENGINE_FLAT_ROW(3)};
 #undef ENGINE_FLAT_ROW
@@ -124,9 +126,11 @@ void filter_tile(const float* dyc, const float* xc, int64_t q_pad, int64_t q_len
 
 using FilterTile = void (*)(const float*, const float*, int64_t, int64_t, const int64_t*, float*,
                             int64_t);
-#define ENGINE_FILTER_ROW(MR)                                                          \
-  {filter_tile<MR, 1>, filter_tile<MR, 2>, filter_tile<MR, 3>, filter_tile<MR, 4>, \
-   filter_tile<MR, 5>, filter_tile<MR, 6>}
+#define ENGINE_FILTER_ROW(MR)                                                       \
+  {                                                                                 \
+    filter_tile<MR, 1>, filter_tile<MR, 2>, filter_tile<MR, 3>, filter_tile<MR, 4>, \
+        filter_tile<MR, 5>, filter_tile<MR, 6>                                      \
+  }
 constexpr FilterTile kFilterTiles[kFMR][kFNK] = {ENGINE_FILTER_ROW(1), ENGINE_FILTER_ROW(2),
                                                  ENGINE_FILTER_ROW(3), ENGINE_FILTER_ROW(4)};
 #undef ENGINE_FILTER_ROW

@@ -13,8 +13,12 @@ namespace engine::kernels::cpu::detail {
 constexpr int64_t kLanes = 16;
 constexpr int64_t kSlack = 64;  // readable zeros after a padded buffer: tiles read past its end
 
-inline int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round16(int64_t n) {
+  return (n + 15) / 16 * 16;
+}
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // n items in nb even blocks of at most max_block: block b is [start(b), start(b+1)).
 struct Blocks {

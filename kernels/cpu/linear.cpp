@@ -32,8 +32,8 @@ void linear_forward(const float* x, const float* w, const float* b, float* y,
 void linear_backward_data(const float* dy, const float* w, float* dx, const LinearShape& s) {
   check(s, "linear_backward_data");
   if (s.n == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.n, s.in, s.out, 1.f, dy, s.out, w,
-              s.in, 0.f, dx, s.in);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.n, s.in, s.out, 1.f, dy, s.out, w, s.in,
+              0.f, dx, s.in);
 }
 
 void linear_backward_weight(const float* dy, const float* x, float* dw, const LinearShape& s,

@@ -5,8 +5,7 @@
 namespace engine::kernels::cpu {
 
 // y (N, out) = x (N, in) w^T (in, out) + b (out); b may be null.
-void linear_forward(const float* x, const float* w, const float* b, float* y,
-                    const LinearShape& s);
+void linear_forward(const float* x, const float* w, const float* b, float* y, const LinearShape& s);
 
 // dx (N, in) = dy (N, out) w (out, in). Overwrites dx.
 void linear_backward_data(const float* dy, const float* w, float* dx, const LinearShape& s);

@@ -18,7 +18,9 @@ void check(const Pool2dShape& s, const char* what) {
 }
 
 // Grain: planes per task so that a task touches at least ~16K elements.
-int64_t grain(const Pool2dShape& s) { return std::max<int64_t>(1, 16384 / (s.h * s.w)); }
+int64_t grain(const Pool2dShape& s) {
+  return std::max<int64_t>(1, 16384 / (s.h * s.w));
+}
 
 }  // namespace
 
@@ -32,7 +34,8 @@ void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShap
       int32_t* ap = arg + p * out_plane;
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j)
-          yp[i * ow + j] = max_pool_window(xp, s.w, i * s.stride, j * s.stride, s.k, &ap[i * ow + j]);
+          yp[i * ow + j] =
+              max_pool_window(xp, s.w, i * s.stride, j * s.stride, s.k, &ap[i * ow + j]);
     }
   });
 }

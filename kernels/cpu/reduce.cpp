@@ -16,10 +16,18 @@ void apply(T* __restrict dst, const T* __restrict src, int64_t count, Op op) {
 template <class T>
 void reduce_any(T* dst, const T* src, int64_t count, ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: apply(dst, src, count, SumOp{}); return;
-    case ReduceOp::kProd: apply(dst, src, count, ProdOp{}); return;
-    case ReduceOp::kMax: apply(dst, src, count, MaxOp{}); return;
-    case ReduceOp::kMin: apply(dst, src, count, MinOp{}); return;
+    case ReduceOp::kSum:
+      apply(dst, src, count, SumOp{});
+      return;
+    case ReduceOp::kProd:
+      apply(dst, src, count, ProdOp{});
+      return;
+    case ReduceOp::kMax:
+      apply(dst, src, count, MaxOp{});
+      return;
+    case ReduceOp::kMin:
+      apply(dst, src, count, MinOp{});
+      return;
   }
 }
 

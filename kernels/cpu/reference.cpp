@@ -1,12 +1,13 @@
 // kernels/cpu/reference.cpp: reference implementations for checks: pooling, activations,
 // dropout, batch norm, softmax and loss, optimizers, sums. Plain loops, sums in double.
 // Convolution and linear are in reference_conv.cpp.
+#include "kernels/cpu/reference.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/rng.h"
-#include "kernels/cpu/reference.h"
 
 namespace engine::kernels::ref {
 
@@ -68,8 +69,7 @@ void dropout2d_forward(const float* x, float* y, int64_t planes, int64_t plane_s
 namespace {
 
 // Mean and biased variance of channel c of x (N, C, HW), in double.
-void channel_stats(const float* x, const BatchNormShape& s, int64_t c, double* mean,
-                   double* var) {
+void channel_stats(const float* x, const BatchNormShape& s, int64_t c, double* mean, double* var) {
   double sum = 0.0, sq = 0.0;
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t i = 0; i < s.hw; ++i) sum += x[(n * s.c + c) * s.hw + i];
@@ -85,9 +85,8 @@ void channel_stats(const float* x, const BatchNormShape& s, int64_t c, double* m
 }  // namespace
 
 void batch_norm_train_forward(const float* x, const float* gamma, const float* beta, float* y,
-                              float* mean, float* invstd, float* running_mean,
-                              float* running_var, const BatchNormShape& s, float momentum,
-                              float eps) {
+                              float* mean, float* invstd, float* running_mean, float* running_var,
+                              const BatchNormShape& s, float momentum, float eps) {
   const double m = double(s.count());
   for (int64_t c = 0; c < s.c; ++c) {
     double mu, var;
@@ -189,8 +188,7 @@ void argmax_rows(const float* x, int64_t n, int64_t c, int64_t* out) {
   }
 }
 
-void sgd_step(float* p, const float* g, float* buf, int64_t count, const SgdConfig& c,
-              bool first) {
+void sgd_step(float* p, const float* g, float* buf, int64_t count, const SgdConfig& c, bool first) {
   for (int64_t i = 0; i < count; ++i) {
     double d = double(g[i]) + c.weight_decay * p[i];
     if (c.momentum != 0.0) {
@@ -202,8 +200,8 @@ void sgd_step(float* p, const float* g, float* buf, int64_t count, const SgdConf
   }
 }
 
-void adam_step(float* p, const float* g, float* m, float* v, int64_t count,
-               const AdamConfig& c, int64_t step) {
+void adam_step(float* p, const float* g, float* m, float* v, int64_t count, const AdamConfig& c,
+               int64_t step) {
   const double bc1 = 1.0 - std::pow(c.beta1, double(step));
   const double bc2 = 1.0 - std::pow(c.beta2, double(step));
   for (int64_t i = 0; i < count; ++i) {

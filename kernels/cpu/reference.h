@@ -12,15 +12,13 @@
 namespace engine::kernels::ref {
 
 // x (N, Cin, H, W), w (Cout, Cin, KH, KW), b (Cout) or null, y (N, Cout, OH, OW).
-void conv2d_forward(const float* x, const float* w, const float* b, float* y,
-                    const Conv2dShape& s);
+void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s);
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s);
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s);
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s);
 
 // x (N, in), w (out, in), b (out) or null, y (N, out); backward overwrites dx, dw, db.
-void linear_forward(const float* x, const float* w, const float* b, float* y,
-                    const LinearShape& s);
+void linear_forward(const float* x, const float* w, const float* b, float* y, const LinearShape& s);
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* db, const LinearShape& s);
 
@@ -40,9 +38,8 @@ void dropout2d_forward(const float* x, float* y, int64_t planes, int64_t plane_s
 // x (N, C, HW). Train: batch statistics; writes mean, invstd (C) and updates running stats
 // when they are non-null. gamma/beta null mean 1/0.
 void batch_norm_train_forward(const float* x, const float* gamma, const float* beta, float* y,
-                              float* mean, float* invstd, float* running_mean,
-                              float* running_var, const BatchNormShape& s, float momentum,
-                              float eps);
+                              float* mean, float* invstd, float* running_mean, float* running_var,
+                              const BatchNormShape& s, float momentum, float eps);
 void batch_norm_eval_forward(const float* x, const float* gamma, const float* beta,
                              const float* running_mean, const float* running_var, float* y,
                              const BatchNormShape& s, float eps);
@@ -60,10 +57,9 @@ void nll_loss_backward(float dloss, const int64_t* target, float* dlogp, int64_t
 void argmax_rows(const float* x, int64_t n, int64_t c, int64_t* out);
 
 // One optimizer step over count elements, straight from torch.optim's formulas in double.
-void sgd_step(float* p, const float* g, float* buf, int64_t count, const SgdConfig& c,
-              bool first);
-void adam_step(float* p, const float* g, float* m, float* v, int64_t count,
-               const AdamConfig& c, int64_t step);
+void sgd_step(float* p, const float* g, float* buf, int64_t count, const SgdConfig& c, bool first);
+void adam_step(float* p, const float* g, float* m, float* v, int64_t count, const AdamConfig& c,
+               int64_t step);
 
 double sum(const float* x, int64_t count);
 

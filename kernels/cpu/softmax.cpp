@@ -12,7 +12,9 @@
 namespace engine::kernels::cpu {
 namespace {
 
-int64_t row_grain(int64_t c) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, c)); }
+int64_t row_grain(int64_t c) {
+  return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, c));
+}
 
 void check_dims(int64_t n, int64_t c, const char* what) {
   ENGINE_CHECK(n >= 0 && c > 0, what, ": bad shape (", n, ", ", c, ")");

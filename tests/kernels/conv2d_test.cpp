@@ -1,13 +1,15 @@
 // tests/kernels/conv2d_test.cpp: conv2d (every algorithm) against the reference on awkward
 // shapes, gradients by finite differences, determinism, beta, workspace checks.
+#include "kernels/cpu/conv2d.h"
+
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/reference.h"
 
 namespace engine::kernels {
@@ -40,22 +42,23 @@ Grads run(const Conv2dShape& s, ConvAlgo algo, const std::vector<float>& x,
   Grads g{std::vector<float>(s.y_count()), std::vector<float>(s.x_count()),
           std::vector<float>(s.w_count()), std::vector<float>(s.c_out)};
   if (!cpu::conv2d_algo_supported(s, algo, ConvPass::kForward)) return g;
-  std::vector<float> ws(cpu::conv2d_workspace_count(s, algo));
+  // NaN workspace: a kernel that reads workspace it did not write shows up in the results.
+  std::vector<float> ws(cpu::conv2d_workspace_count(s, algo), std::nanf(""));
   const int64_t n = static_cast<int64_t>(ws.size());
   if (cpu::conv2d_algo_supported(s, algo, ConvPass::kForward))
     cpu::conv2d_forward(x.data(), w.data(), b, g.y.data(), s, ws.data(), n, algo);
   if (cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardData))
     cpu::conv2d_backward_data(dy.data(), w.data(), g.dx.data(), s, ws.data(), n, algo);
   if (cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardFilter))
-    cpu::conv2d_backward_filter(x.data(), dy.data(), g.dw.data(), g.db.data(), s, 0.f, ws.data(),
-                                n, algo);
+    cpu::conv2d_backward_filter(x.data(), dy.data(), g.dw.data(), g.db.data(), s, 0.f, ws.data(), n,
+                                algo);
   return g;
 }
 
 std::string describe(const Conv2dShape& s) {
-  return "x (" + std::to_string(s.n) + "," + std::to_string(s.c_in) + "," +
-         std::to_string(s.h) + "," + std::to_string(s.w) + ") w (" + std::to_string(s.c_out) +
-         "," + std::to_string(s.c_in) + "," + std::to_string(s.kh) + "," + std::to_string(s.kw) +
+  return "x (" + std::to_string(s.n) + "," + std::to_string(s.c_in) + "," + std::to_string(s.h) +
+         "," + std::to_string(s.w) + ") w (" + std::to_string(s.c_out) + "," +
+         std::to_string(s.c_in) + "," + std::to_string(s.kh) + "," + std::to_string(s.kw) +
          ") stride " + std::to_string(s.stride) + " pad " + std::to_string(s.pad);
 }
 

@@ -1,12 +1,13 @@
 // tests/kernels/linear_test.cpp: linear forward/backward against the reference, finite
 // differences, beta, empty batch.
+#include "kernels/cpu/linear.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/linear.h"
 #include "kernels/cpu/reference.h"
 
 namespace engine::kernels {

@@ -1,12 +1,13 @@
 // tests/kernels/optim_test.cpp: SGD and Adam steps against values printed by torch 1.13
 // (torch.optim.SGD / Adam on a float32 parameter [0.5, -1.25, 2.0] with the gradients below),
 // and against the double-precision reference.
+#include "kernels/cpu/optim.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/optim.h"
 #include "kernels/cpu/reference.h"
 
 namespace engine::kernels {
@@ -64,10 +65,9 @@ TEST(Adam, MatchesTorch) {
   expect_close(run_adam({}), {{0.499000013f, -1.24899995f, 1.99899995f},
                               {0.49873367f, -1.24936604f, 1.99800873f},
                               {0.498075545f, -1.24978173f, 1.99779069f}});
-  expect_close(run_adam({0.01, 0.8, 0.99, 1e-6, 0.1}),
-               {{0.490000069f, -1.24000001f, 1.99000001f},
-                {0.483751535f, -1.24029493f, 1.98007143f},
-                {0.475365818f, -1.24010777f, 1.97402751f}});
+  expect_close(run_adam({0.01, 0.8, 0.99, 1e-6, 0.1}), {{0.490000069f, -1.24000001f, 1.99000001f},
+                                                        {0.483751535f, -1.24029493f, 1.98007143f},
+                                                        {0.475365818f, -1.24010777f, 1.97402751f}});
 }
 
 TEST(Optim, MatchReferenceOnManyElements) {

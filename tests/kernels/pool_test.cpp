@@ -1,12 +1,13 @@
 // tests/kernels/pool_test.cpp: max pooling against the reference, overlapping windows,
 // finite differences, NaN, argmax indices.
+#include "kernels/cpu/pool.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/pool.h"
 #include "kernels/cpu/reference.h"
 
 namespace engine::kernels {
@@ -18,12 +19,16 @@ std::vector<float> filled(int64_t n, uint64_t seed) {
   return v;
 }
 
-int64_t in_count(const Pool2dShape& s) { return s.n * s.c * s.h * s.w; }
-int64_t out_count(const Pool2dShape& s) { return s.n * s.c * s.oh() * s.ow(); }
+int64_t in_count(const Pool2dShape& s) {
+  return s.n * s.c * s.h * s.w;
+}
+int64_t out_count(const Pool2dShape& s) {
+  return s.n * s.c * s.oh() * s.ow();
+}
 
 // n, c, h, w, k, stride
-const Pool2dShape kShapes[] = {{2, 3, 8, 8, 2, 2},  {3, 2, 7, 9, 2, 2},  {2, 2, 9, 7, 3, 2},
-                               {1, 4, 5, 5, 3, 1},  {2, 1, 6, 11, 3, 3}, {1, 1, 1, 1, 1, 1},
+const Pool2dShape kShapes[] = {{2, 3, 8, 8, 2, 2},    {3, 2, 7, 9, 2, 2},  {2, 2, 9, 7, 3, 2},
+                               {1, 4, 5, 5, 3, 1},    {2, 1, 6, 11, 3, 3}, {1, 1, 1, 1, 1, 1},
                                {64, 32, 28, 28, 2, 2}};
 
 TEST(MaxPool2d, MatchesReference) {

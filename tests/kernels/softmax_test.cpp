@@ -1,5 +1,7 @@
 // tests/kernels/softmax_test.cpp: log-softmax, NLL, fused cross entropy, argmax and accuracy
 // against the reference and finite differences; bad targets are errors naming index and value.
+#include "kernels/cpu/softmax.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "core/error.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cpu/softmax.h"
 
 namespace engine::kernels {
 namespace {
@@ -100,10 +101,10 @@ TEST(CrossEntropy, FusedEqualsComposedAndMatchesFiniteDifferences) {
 }
 
 TEST(Argmax, FirstMaximumNaNAndAccuracy) {
-  const std::vector<float> x = {1, 3, 3, 0,  //
-                                -1, -2, -3, -4,  //
-                                0, NAN, 5, NAN,  //
-                                2, 2, 2, 9};
+  const std::vector<float> x = {1,  3,   3,  0,    //
+                                -1, -2,  -3, -4,   //
+                                0,  NAN, 5,  NAN,  //
+                                2,  2,   2,  9};
   std::vector<int64_t> out(4), out_ref(4);
   cpu::argmax_rows(x.data(), 4, 4, out.data());
   ref::argmax_rows(x.data(), 4, 4, out_ref.data());

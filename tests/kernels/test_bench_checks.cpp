@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "apps/bench_kernels/checks.h"
 #include "apps/bench_kernels/ops_elementwise.h"
@@ -43,8 +44,7 @@ TEST(BenchChecks, CompareFindsTheWorstElement) {
   EXPECT_FLOAT_EQ(r.got, 2.5f);
   EXPECT_FLOAT_EQ(r.want, 2.f);
   EXPECT_DOUBLE_EQ(r.err, 0.5 / 4.0);  // relative to max |want|
-  EXPECT_NE(r.message().find("worst element 2: got 2.5, want 2"), std::string::npos)
-      << r.message();
+  EXPECT_NE(r.message().find("worst element 2: got 2.5, want 2"), std::string::npos) << r.message();
   EXPECT_TRUE(compare("y", want, want, 4, kExact).ok());
 }
 
@@ -71,29 +71,45 @@ TEST(BenchChecks, LinearAtModelShapes) {
     for (auto& io : sites)
       for (Pass p : kPasses) {
         LinearOp op(p, {3, io[0], io[1]});
-        expect_ok(op, t + " linear " + std::to_string(io[0]) + "->" + std::to_string(io[1]) +
-                          " " + pass_name(p));
+        expect_ok(op, t + " linear " + std::to_string(io[0]) + "->" + std::to_string(io[1]) + " " +
+                          pass_name(p));
       }
   });
 }
 
+kernels::cpu::ConvPass conv_pass(Pass p) {
+  switch (p) {
+    case Pass::kForward:
+      return kernels::cpu::ConvPass::kForward;
+    case Pass::kBackwardData:
+      return kernels::cpu::ConvPass::kBackwardData;
+    case Pass::kBackwardWeight:
+      return kernels::cpu::ConvPass::kBackwardFilter;
+  }
+  return kernels::cpu::ConvPass::kForward;
+}
+
 TEST(BenchChecks, Conv2dAtModelShapes) {
+  using kernels::cpu::ConvAlgo;
   // (c_in, h, w, c_out, k, stride, pad): the six conv layers of the models, and a strided one.
-  const int64_t sites[][7] = {{1, 28, 28, 32, 3, 1, 1},  {32, 14, 14, 64, 3, 1, 1},
-                              {1, 28, 28, 16, 5, 1, 2},  {16, 14, 14, 32, 5, 1, 2},
-                              {1, 28, 28, 10, 5, 1, 0},  {10, 12, 12, 20, 5, 1, 0},
+  const int64_t sites[][7] = {{1, 28, 28, 32, 3, 1, 1}, {32, 14, 14, 64, 3, 1, 1},
+                              {1, 28, 28, 16, 5, 1, 2}, {16, 14, 14, 32, 5, 1, 2},
+                              {1, 28, 28, 10, 5, 1, 0}, {10, 12, 12, 20, 5, 1, 0},
                               {3, 11, 9, 5, 3, 2, 1}};
+  const std::pair<ConvAlgo, const char*> algos[] = {{ConvAlgo::kAuto, "auto"},
+                                                    {ConvAlgo::kFlat, "flat"},
+                                                    {ConvAlgo::kChannelVector, "channel-vector"},
+                                                    {ConvAlgo::kIm2col, "im2col"}};
   at_thread_counts([&](const std::string& t) {
     for (auto& c : sites)
-      for (auto algo : {kernels::cpu::ConvAlgo::kAuto, kernels::cpu::ConvAlgo::kIm2col})
+      for (auto& [algo, algo_name] : algos)
         for (Pass p : kPasses) {
           kernels::Conv2dShape s{2, c[0], c[1], c[2], c[3], c[4], c[4], c[5], c[6]};
+          if (!kernels::cpu::conv2d_algo_supported(s, algo, conv_pass(p))) continue;
           Conv2dOp op(p, s, algo);
-          expect_ok(op, t + " conv " + std::to_string(c[0]) + "->" + std::to_string(c[3]) +
-                            " k" + std::to_string(c[4]) + (algo == kernels::cpu::ConvAlgo::kAuto
-                                                               ? " auto "
-                                                               : " im2col ") +
-                            pass_name(p));
+          expect_ok(op, t + " conv " + std::to_string(c[0]) + "->" + std::to_string(c[3]) + " k" +
+                            std::to_string(c[4]) + " s" + std::to_string(c[5]) + " " + algo_name +
+                            " " + pass_name(p));
         }
   });
 }
@@ -102,8 +118,9 @@ TEST(BenchChecks, LayersAtModelShapes) {
   at_thread_counts([&](const std::string& t) {
     for (bool bwd : {false, true}) {
       const std::string dir = bwd ? " bwd" : " fwd";
-      for (auto& s : {kernels::Pool2dShape{2, 32, 28, 28, 2, 2}, kernels::Pool2dShape{2, 10, 24, 24, 2, 2},
-                      kernels::Pool2dShape{3, 3, 7, 9, 2, 2}}) {
+      for (auto& s :
+           {kernels::Pool2dShape{2, 32, 28, 28, 2, 2}, kernels::Pool2dShape{2, 10, 24, 24, 2, 2},
+            kernels::Pool2dShape{3, 3, 7, 9, 2, 2}}) {
         MaxPool2dOp op(bwd, s);
         expect_ok(op, t + " max_pool2d" + dir);
       }

@@ -1,0 +1,169 @@
+// apps/allreduce_bench/collective.cpp: the five collectives on float32 buffers. Check values are
+// small integers (exact in float for any order of summation up to 64 ranks), unique to rank and
+// position as gloo's tests do, so a chunk landing at the wrong offset or from the wrong rank
+// shows up as wrong elements.
+#include "apps/allreduce_bench/collective.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace engine::allreduce_bench {
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce:
+      return "all_reduce";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kReduce:
+      return "reduce";
+    case Collective::kAllGather:
+      return "all_gather";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+  }
+  return "?";
+}
+
+Collective collective_from_name(const std::string& s) {
+  for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
+                       Collective::kAllGather, Collective::kReduceScatter})
+    if (s == collective_name(c)) return c;
+  ENGINE_FAIL("unknown collective '", s,
+              "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter or all)");
+}
+
+double busbw_factor(Collective c, int world) {
+  const double n = world;
+  switch (c) {
+    case Collective::kAllReduce:
+      return 2.0 * (n - 1) / n;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+      return (n - 1) / n;
+    case Collective::kBroadcast:
+    case Collective::kReduce:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+int64_t total_count(Collective c, int64_t nbytes, int world) {
+  const int64_t count = nbytes / 4;
+  if (c == Collective::kAllGather || c == Collective::kReduceScatter) return count / world * world;
+  return count;
+}
+
+CollectiveRun::CollectiveRun(Collective c, comm::Communicator& comm, int64_t count,
+                             comm::ReduceOp op)
+    : c_(c), comm_(comm), count_(count), chunk_(count / comm.size()), op_(op) {
+  switch (c_) {
+    case Collective::kAllGather:
+      in_.resize(chunk_);
+      out_.resize(count_);
+      break;
+    case Collective::kReduceScatter:
+      in_.resize(count_);
+      out_.resize(chunk_);
+      break;
+    default:
+      in_.resize(count_);
+  }
+}
+
+void CollectiveRun::run() {
+  constexpr DType f32 = DType::F32;
+  switch (c_) {
+    case Collective::kAllReduce:
+      comm_.all_reduce(in_.data(), count_, f32, op_);
+      break;
+    case Collective::kBroadcast:
+      comm_.broadcast(in_.data(), count_, f32, 0);
+      break;
+    case Collective::kReduce:
+      comm_.reduce(in_.data(), count_, f32, op_, 0);
+      break;
+    case Collective::kAllGather:
+      comm_.all_gather(in_.data(), out_.data(), chunk_, f32);
+      break;
+    case Collective::kReduceScatter:
+      comm_.reduce_scatter(in_.data(), out_.data(), chunk_, f32, op_);
+      break;
+  }
+}
+
+float CollectiveRun::value(int rank, int64_t i) const {
+  if (op_ == comm::ReduceOp::PROD) return static_cast<float>(1 + (i + rank) % 3);
+  return static_cast<float>((i % 4093) * 64 + rank);  // 4093: a prime period
+}
+
+float CollectiveRun::expected_reduction(int64_t i) const {
+  const int w = comm_.size();
+  double acc = value(0, i);
+  for (int q = 1; q < w; ++q) {
+    double v = value(q, i);
+    switch (op_) {
+      case comm::ReduceOp::SUM:
+      case comm::ReduceOp::AVG:
+        acc += v;
+        break;
+      case comm::ReduceOp::PROD:
+        acc *= v;
+        break;
+      case comm::ReduceOp::MAX:
+        acc = std::max(acc, v);
+        break;
+      case comm::ReduceOp::MIN:
+        acc = std::min(acc, v);
+        break;
+    }
+  }
+  if (op_ == comm::ReduceOp::AVG) return static_cast<float>(acc) / static_cast<float>(w);
+  return static_cast<float>(acc);
+}
+
+int64_t CollectiveRun::count_wrong(const float* got, int64_t n,
+                                   const std::vector<float>& want) const {
+  // Exact, but AVG's division may round either way of the float quotient.
+  const double tol = op_ == comm::ReduceOp::AVG ? 1e-6 : 0.0;
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (!(std::fabs(double(got[i]) - want[i]) <= tol * std::fabs(double(want[i])))) ++wrong;
+  return wrong;
+}
+
+int64_t CollectiveRun::check() {
+  const int r = comm_.rank(), w = comm_.size();
+  for (int64_t i = 0; i < int64_t(in_.size()); ++i) in_[i] = value(r, i);
+  std::fill(out_.begin(), out_.end(), -1.f);
+  run();
+
+  std::vector<float> want;
+  const float* got = in_.data();
+  switch (c_) {
+    case Collective::kAllReduce:
+      for (int64_t i = 0; i < count_; ++i) want.push_back(expected_reduction(i));
+      break;
+    case Collective::kBroadcast:
+      for (int64_t i = 0; i < count_; ++i) want.push_back(value(0, i));
+      break;
+    case Collective::kReduce:  // the root gets the reduction; the others keep their input
+      for (int64_t i = 0; i < count_; ++i)
+        want.push_back(r == 0 ? expected_reduction(i) : value(r, i));
+      break;
+    case Collective::kAllGather:  // rank q's chunk holds value(q, 0..chunk)
+      for (int q = 0; q < w; ++q)
+        for (int64_t i = 0; i < chunk_; ++i) want.push_back(value(q, i));
+      got = out_.data();
+      break;
+    case Collective::kReduceScatter:  // this rank's chunk of the reduction
+      for (int64_t i = 0; i < chunk_; ++i) want.push_back(expected_reduction(r * chunk_ + i));
+      got = out_.data();
+      break;
+  }
+  return count_wrong(got, int64_t(want.size()), want);
+}
+
+}  // namespace engine::allreduce_bench

@@ -1,0 +1,47 @@
+// apps/allreduce_bench/collective.h: owns one rank's buffers for one collective at one size, the
+// call that is timed, and the correctness pass (values unique to rank and position).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace engine::allreduce_bench {
+
+enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter };
+
+const char* collective_name(Collective c);              // "all_reduce", ...
+Collective collective_from_name(const std::string& s);  // engine::Error for an unknown name
+
+// nccl-tests' bus bandwidth factors: all_reduce 2(n-1)/n; all_gather and reduce_scatter (n-1)/n
+// of the total size; broadcast and reduce 1.
+double busbw_factor(Collective c, int world);
+
+// Elements of the size column: nbytes / 4, for all_gather and reduce_scatter rounded down to a
+// multiple of the world size (the size is the gathered / scattered total, as nccl-tests').
+int64_t total_count(Collective c, int64_t nbytes, int world);
+
+class CollectiveRun {
+ public:
+  // count: total_count(); root 0 for broadcast and reduce.
+  CollectiveRun(Collective c, comm::Communicator& comm, int64_t count, comm::ReduceOp op);
+
+  void run();  // the collective once: what is timed
+
+  // Fills the inputs with check values, runs once, returns this rank's wrong elements.
+  int64_t check();
+
+ private:
+  float value(int rank, int64_t i) const;  // unique to rank and position, exact in float
+  float expected_reduction(int64_t i) const;
+  int64_t count_wrong(const float* got, int64_t n, const std::vector<float>& want) const;
+
+  Collective c_;
+  comm::Communicator& comm_;
+  int64_t count_, chunk_;  // chunk_: per-rank share for all_gather / reduce_scatter
+  comm::ReduceOp op_;
+  std::vector<float> in_, out_;
+};
+
+}  // namespace engine::allreduce_bench

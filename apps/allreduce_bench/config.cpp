@@ -1,0 +1,103 @@
+// apps/allreduce_bench/config.cpp: allreduce_bench's flags.
+#include "apps/allreduce_bench/config.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "apps/flags.h"
+#include "core/error.h"
+
+namespace engine::allreduce_bench {
+
+int64_t Config::iters_for(int64_t nbytes) const {
+  if (iters > 0) return iters;
+  return std::max<int64_t>(5, std::min<int64_t>(200, 20000000 / std::max<int64_t>(nbytes, 1)));
+}
+
+std::vector<int64_t> Config::sizes() const {
+  std::vector<int64_t> out;
+  for (double b = double(min_bytes); b <= double(max_bytes) * (1 + 1e-12); b *= step_factor) {
+    out.push_back(static_cast<int64_t>(std::llround(b)));
+    if (step_factor <= 1.0) break;
+  }
+  return out;
+}
+
+int64_t parse_bytes(const std::string& flag, const std::string& value) {
+  ENGINE_CHECK(!value.empty(), "--", flag, " needs a size");
+  int64_t mult = 1;
+  std::string digits = value;
+  switch (value.back()) {
+    case 'K':
+    case 'k':
+      mult = int64_t(1) << 10;
+      break;
+    case 'M':
+    case 'm':
+      mult = int64_t(1) << 20;
+      break;
+    case 'G':
+    case 'g':
+      mult = int64_t(1) << 30;
+      break;
+    default:
+      break;
+  }
+  if (mult > 1) digits.pop_back();
+  const int64_t n = apps::Flags::parse_int(flag, digits);
+  ENGINE_CHECK(n >= 0, "--", flag, ": '", value, "' is negative");
+  return n * mult;
+}
+
+bool parse_flags(int argc, char** argv, Config* cfg) {
+  apps::Flags f(
+      "allreduce_bench: our collectives timed nccl-tests style over real transports.\n"
+      "  allreduce_bench --world-size W [flags]      forks W ranks on this host\n"
+      "  launch --nproc-per-node W -- allreduce_bench [flags]   joins through env://");
+  int64_t world = 0;
+  std::string transport = "auto", min_b = "8", max_b = "64M", op = "sum", coll = "all_reduce",
+              init = cfg->init_method;
+  int64_t check = 1;
+  f.add("world-size", &world, "fork this many ranks on this host (0: join through --init-method)");
+  f.add("init-method", &init, "how ranks meet when not forked: env://, tcp://host:port, file://");
+  f.add_choice("transport", &transport, {"auto", "tcp", "shm"}, "data transport between ranks");
+  f.add("min-bytes", &min_b, "smallest size (K, M, G suffixes)");
+  f.add("max-bytes", &max_b, "largest size");
+  f.add("step-factor", &cfg->step_factor, "size multiplier between rows");
+  f.add("iters", &cfg->iters,
+        "timed calls per size; 0: max(5, min(200, 2e7 / bytes)) as the gloo anchor");
+  f.add("warmup", &cfg->warmup, "untimed calls per size before timing");
+  f.add_choice("op", &op, {"sum", "avg", "max", "min", "prod"}, "reduction op");
+  f.add_choice("collective", &coll,
+               {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all"},
+               "collective(s) to run, one table each");
+  f.add("check", &check, "1: a correctness pass per size (separate from timing); 0: none");
+  f.add("json", &cfg->json_path, "also write one JSON object per row to this file (- = stdout)");
+  f.add("segment-bytes", &cfg->segment_bytes, "ring pipelining grain (0: the communicator's)");
+  f.add("timeout", &cfg->timeout_s, "seconds any rendezvous or wait may take");
+  if (!f.parse(argc, argv)) return false;
+  ENGINE_CHECK(f.rest().empty(), "unexpected arguments after --");
+
+  ENGINE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");
+  cfg->world_size = static_cast<int>(world);
+  cfg->init_method = init;
+  cfg->transport = comm::transport_kind_from_name(transport);
+  cfg->min_bytes = parse_bytes("min-bytes", min_b);
+  cfg->max_bytes = parse_bytes("max-bytes", max_b);
+  ENGINE_CHECK(cfg->min_bytes >= 1 && cfg->min_bytes <= cfg->max_bytes,
+               "need 1 <= --min-bytes <= --max-bytes");
+  ENGINE_CHECK(cfg->step_factor > 1.0, "--step-factor must be above 1");
+  ENGINE_CHECK(cfg->iters >= 0 && cfg->warmup >= 0, "--iters and --warmup must be >= 0");
+  ENGINE_CHECK(cfg->timeout_s > 0, "--timeout must be positive");
+  ENGINE_CHECK(check == 0 || check == 1, "--check is 0 or 1");
+  cfg->check = check == 1;
+  cfg->op = comm::reduce_op_from_name(op);
+  if (coll == "all")
+    cfg->collectives = {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
+                        Collective::kAllGather, Collective::kReduceScatter};
+  else
+    cfg->collectives = {collective_from_name(coll)};
+  return true;
+}
+
+}  // namespace engine::allreduce_bench

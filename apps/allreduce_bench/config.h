@@ -1,0 +1,39 @@
+// apps/allreduce_bench/config.h: owns allreduce_bench's settings and their flags.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/allreduce_bench/collective.h"
+#include "comm/reduce.h"
+#include "comm/rendezvous.h"
+
+namespace engine::allreduce_bench {
+
+struct Config {
+  int world_size = 0;  // > 0: fork this many ranks on this host; 0: join through init_method
+  std::string init_method = "env://";
+  comm::TransportKind transport = comm::TransportKind::Auto;
+  int64_t min_bytes = 8, max_bytes = int64_t(64) << 20;
+  double step_factor = 2.0;
+  int64_t iters = 0;  // 0: as torch_allreduce.py, max(5, min(200, 2e7 / bytes))
+  int64_t warmup = 5;
+  comm::ReduceOp op = comm::ReduceOp::SUM;
+  std::vector<Collective> collectives = {Collective::kAllReduce};
+  bool check = true;
+  std::string json_path;      // "" = none, "-" = stdout
+  int64_t segment_bytes = 0;  // 0: the communicator's default
+  int64_t timeout_s = 120;
+
+  int64_t iters_for(int64_t nbytes) const;
+  std::vector<int64_t> sizes() const;  // min_bytes, * step_factor, ..., <= max_bytes
+};
+
+// Parses argv into *cfg; returns false when --help was printed. Throws engine::Error on a bad
+// flag or value.
+bool parse_flags(int argc, char** argv, Config* cfg);
+
+// "8", "4K", "64M", "1G" (powers of 1024) -> bytes.
+int64_t parse_bytes(const std::string& flag, const std::string& value);
+
+}  // namespace engine::allreduce_bench

@@ -1,0 +1,71 @@
+// apps/allreduce_bench/report.cpp: the table and JSON rows.
+#include "apps/allreduce_bench/report.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace engine::allreduce_bench {
+namespace {
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  if (!(f >> a >> b >> c)) return "unknown";
+  return a + " " + b + " " + c;
+}
+
+std::string iters_text(const Config& cfg) {
+  if (cfg.iters > 0) return std::to_string(cfg.iters);
+  return "max(5, min(200, 2e7 / bytes))";
+}
+
+}  // namespace
+
+void print_preamble(FILE* out, const Config& cfg, int world, const std::string& transport,
+                    size_t segment_bytes) {
+  std::fprintf(
+      out, "# allreduce_bench: %d rank(s) %s, transport %s, op %s, float32\n", world,
+      cfg.world_size > 0 ? "forked on this host" : ("joined via " + cfg.init_method).c_str(),
+      transport.c_str(), comm::reduce_op_name(cfg.op));
+  std::fprintf(out, "# iters %s, warmup %lld, check %s, segment %zu bytes, load average %s\n",
+               iters_text(cfg).c_str(), static_cast<long long>(cfg.warmup),
+               cfg.check ? "on (separate pass)" : "off", segment_bytes, load_average().c_str());
+}
+
+void print_table_header(FILE* out, Collective c, int world) {
+  const char* factor = "1";
+  if (c == Collective::kAllReduce) factor = "2(n-1)/n";
+  if (c == Collective::kAllGather || c == Collective::kReduceScatter) factor = "(n-1)/n";
+  std::fprintf(out, "#\n# %s, n = %d, busbw = algbw * %s\n", collective_name(c), world, factor);
+  std::fprintf(out, "# %12s %12s %6s %8s %12s %10s %10s %7s\n", "size(B)", "count", "type", "iters",
+               "time(us)", "algbw", "busbw", "#wrong");
+  std::fprintf(out, "# %12s %12s %6s %8s %12s %10s %10s %7s\n", "", "(elements)", "", "", "",
+               "(GB/s)", "(GB/s)", "");
+  std::fflush(out);
+}
+
+void print_row(FILE* out, const Row& r) {
+  std::string wrong = r.wrong < 0 ? "N/A" : std::to_string(r.wrong);
+  std::fprintf(out, "  %12lld %12lld %6s %8lld %12.2f %10.3f %10.3f %7s\n",
+               static_cast<long long>(r.bytes), static_cast<long long>(r.count), "float",
+               static_cast<long long>(r.iters), r.time_us, r.algbw_gbs, r.busbw_gbs, wrong.c_str());
+  std::fflush(out);
+}
+
+std::string json_row(const Row& r, const Config& cfg) {
+  std::ostringstream os;
+  os.precision(6);
+  os << "{\"collective\": \"" << collective_name(r.collective) << "\", \"world\": " << r.world
+     << ", \"transport\": \"" << r.transport << "\", \"op\": \"" << comm::reduce_op_name(cfg.op)
+     << "\", \"bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"iters\": " << r.iters
+     << ", \"time_us\": " << r.time_us << ", \"algbw_gbs\": " << r.algbw_gbs
+     << ", \"busbw_gbs\": " << r.busbw_gbs << ", \"wrong\": ";
+  if (r.wrong < 0)
+    os << "null";
+  else
+    os << r.wrong;
+  os << "}";
+  return os.str();
+}
+
+}  // namespace engine::allreduce_bench

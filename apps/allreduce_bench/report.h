@@ -1,0 +1,19 @@
+// apps/allreduce_bench/report.h: owns allreduce_bench's output: nccl-tests' table and one JSON
+// object per row (keys bytes, count, time_us, algbw_gbs, busbw_gbs, wrong, and the context).
+#pragma once
+#include <cstdio>
+#include <string>
+
+#include "apps/allreduce_bench/config.h"
+#include "apps/allreduce_bench/runner.h"
+
+namespace engine::allreduce_bench {
+
+// "# ..." lines: world, how the ranks met, transport, op, iterations, load average.
+void print_preamble(FILE* out, const Config& cfg, int world, const std::string& transport,
+                    size_t segment_bytes);
+void print_table_header(FILE* out, Collective c, int world);
+void print_row(FILE* out, const Row& row);
+std::string json_row(const Row& row, const Config& cfg);
+
+}  // namespace engine::allreduce_bench

@@ -1,0 +1,342 @@
+// comm/nccl_communicator.cpp: the NCCL backend (see nccl_communicator.h). With CUDA: a
+// non-blocking ncclComm_t driven on the device's comm stream, every wait a poll that watches
+// ncclCommGetAsyncError and the deadline. Without CUDA: a constructor that says so.
+#include "comm/nccl_communicator.h"
+
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+
+#ifdef ENGINE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "comm/nccl_check.h"
+#include "core/cuda/check.cuh"
+#include "core/cuda/stream.cuh"
+#include "core/cuda_backend.h"
+#endif
+
+namespace engine::comm {
+
+void NcclCommunicator::check_tensor(const Tensor& t, const char* what) const {
+  ENGINE_CHECK(t.defined(), "nccl ", what, ": tensor is undefined");
+  ENGINE_CHECK(t.device() == Device::cuda(device_), "nccl ", what, ": tensor on ",
+               t.device().str(), ", this rank's communicator runs on cuda:", device_);
+}
+
+void NcclCommunicator::check_root(int root, const char* what) const {
+  ENGINE_CHECK(root >= 0 && root < world_, "nccl ", what, ": root ", root, " outside [0, ",
+               world_, ")");
+}
+
+void NcclCommunicator::all_reduce(const Tensor& t, ReduceOp op) {
+  check_tensor(t, "all_reduce");
+  all_reduce(t.raw_data(), t.numel(), t.dtype(), op);
+}
+void NcclCommunicator::broadcast(const Tensor& t, int root) {
+  check_tensor(t, "broadcast");
+  broadcast(t.raw_data(), t.numel(), t.dtype(), root);
+}
+void NcclCommunicator::reduce(const Tensor& t, ReduceOp op, int root) {
+  check_tensor(t, "reduce");
+  reduce(t.raw_data(), t.numel(), t.dtype(), op, root);
+}
+void NcclCommunicator::all_gather(const Tensor& in, const Tensor& out) {
+  check_tensor(in, "all_gather");
+  check_tensor(out, "all_gather");
+  ENGINE_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * world_,
+               "nccl all_gather: out ", shape_str(out.shape()), " ", dtype_name(out.dtype()),
+               " must hold ", world_, " x ", in.numel(), " ", dtype_name(in.dtype()));
+  all_gather(in.raw_data(), out.raw_data(), in.numel(), in.dtype());
+}
+void NcclCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  check_tensor(in, "reduce_scatter");
+  check_tensor(out, "reduce_scatter");
+  ENGINE_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * world_,
+               "nccl reduce_scatter: in ", shape_str(in.shape()), " ", dtype_name(in.dtype()),
+               " must hold ", world_, " x ", out.numel(), " ", dtype_name(out.dtype()));
+  reduce_scatter(in.raw_data(), out.raw_data(), out.numel(), out.dtype(), op);
+}
+void NcclCommunicator::send(const Tensor& t, int peer) {
+  check_tensor(t, "send");
+  send(t.raw_data(), t.numel(), t.dtype(), peer);
+}
+void NcclCommunicator::recv(const Tensor& t, int peer) {
+  check_tensor(t, "recv");
+  recv(t.raw_data(), t.numel(), t.dtype(), peer);
+}
+
+#ifdef ENGINE_WITH_CUDA
+
+void nccl_fail(ncclResult_t r, const char* expr, const char* file, int line, ncclComm_t comm) {
+  const char* last = ncclGetLastError(comm);
+  throw Error(detail::concat("NCCL error at ", file, ":", line, ": ", expr, ": ",
+                             ncclGetErrorString(r), last && *last ? " - " : "",
+                             last ? last : ""));
+}
+
+namespace {
+
+ncclDataType_t nccl_type(DType dt) {
+  switch (dt) {
+    case DType::F32: return ncclFloat32;
+    case DType::I64: return ncclInt64;
+    case DType::U8: return ncclUint8;
+  }
+  ENGINE_FAIL("nccl: unsupported dtype ", static_cast<int>(dt));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op, DType dt) {
+  check_reduce_supported(dt, op);
+  switch (op) {
+    case ReduceOp::SUM: return ncclSum;
+    case ReduceOp::AVG: return ncclAvg;
+    case ReduceOp::MAX: return ncclMax;
+    case ReduceOp::MIN: return ncclMin;
+    case ReduceOp::PROD: return ncclProd;
+  }
+  ENGINE_FAIL("nccl: unsupported reduce op ", static_cast<int>(op));
+}
+
+void pause() {
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+}  // namespace
+
+struct NcclCommunicator::Impl {
+  ncclComm_t comm = nullptr;
+  cudaEvent_t done = nullptr;
+};
+
+NcclCommunicator::NcclCommunicator(std::shared_ptr<Store> store, int rank, int world, int device,
+                                   NcclOptions opts)
+    : rank_(rank), world_(world), device_(device), opts_(std::move(opts)),
+      store_(std::move(store)), impl_(std::make_unique<Impl>()) {
+  ENGINE_CHECK(store_ != nullptr, "nccl init: no store");
+  ENGINE_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "nccl init: rank ", rank_,
+               " of world ", world_);
+  ENGINE_CHECK(device_ >= 0 && device_ < cuda::device_count(), "nccl init on rank ", rank_,
+               ": cuda:", device_, " is not a device of this process (", cuda::device_count(),
+               " CUDA devices; ", cuda::unavailable_reason(), ")");
+  cuda::DeviceGuard guard(device_);
+  // The unique id: made by rank 0, fetched by the others through the store.
+  const std::string key = opts_.key + "/unique_id";
+  ncclUniqueId id;
+  if (rank_ == 0) {
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    store_->set(key, std::string(id.internal, sizeof id.internal));
+  } else {
+    const std::string v = store_->get(key);
+    ENGINE_CHECK(v.size() == sizeof id.internal, "nccl init on rank ", rank_, ": store key '", key,
+                 "' holds ", v.size(), " bytes, an ncclUniqueId has ", sizeof id.internal);
+    std::memcpy(id.internal, v.data(), v.size());
+  }
+  CUDA_CHECK(cudaEventCreateWithFlags(&impl_->done, cudaEventDisableTiming));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t r = ncclCommInitRankConfig(&impl_->comm, world_, id, rank_, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (impl_->comm) (void)ncclCommAbort(impl_->comm);
+    impl_->comm = nullptr;
+    broken_ = true;
+    nccl_fail(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
+  }
+  // Poll until every rank has joined, a rank fails, or the deadline passes.
+  const Deadline deadline = Deadline::after(opts_.timeout);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(impl_->comm, &state));
+    if (state == ncclSuccess) break;
+    if (state != ncclInProgress) {
+      const std::string last = ncclGetLastError(impl_->comm);
+      (void)ncclCommAbort(impl_->comm);
+      impl_->comm = nullptr;
+      broken_ = true;
+      ENGINE_FAIL("nccl init on rank ", rank_, " of ", world_, " (cuda:", device_,
+                  ") failed: ", ncclGetErrorString(state), last.empty() ? "" : " - ", last);
+    }
+    if (deadline.expired()) {
+      (void)ncclCommAbort(impl_->comm);
+      impl_->comm = nullptr;
+      broken_ = true;
+      throw TimeoutError(detail::concat("nccl init on rank ", rank_, " of ", world_, " (cuda:",
+                                        device_, "): the other ranks did not join within ",
+                                        seconds_str(opts_.timeout), "; communicator aborted"));
+    }
+    pause();
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (!impl_) return;
+  if (impl_->comm) {
+    const cudaError_t set = cudaSetDevice(device_);
+    (void)set;
+    bool ok = !broken_;
+    if (ok) {
+      const ncclResult_t f = ncclCommFinalize(impl_->comm);
+      ok = f == ncclSuccess || f == ncclInProgress;
+    }
+    // Finalize flushes issued work; give it a few seconds, then abort.
+    const Deadline deadline = Deadline::after(Millis(5000));
+    while (ok) {
+      ncclResult_t state = ncclSuccess;
+      if (ncclCommGetAsyncError(impl_->comm, &state) != ncclSuccess) ok = false;
+      else if (state == ncclSuccess) break;
+      else if (state != ncclInProgress || deadline.expired()) ok = false;
+      else pause();
+    }
+    const ncclResult_t r = ok ? ncclCommDestroy(impl_->comm) : ncclCommAbort(impl_->comm);
+    if (r != ncclSuccess && r != ncclInProgress)
+      std::fprintf(stderr, "engine: nccl communicator of rank %d: %s failed: %s\n", rank_,
+                   ok ? "ncclCommDestroy" : "ncclCommAbort", ncclGetErrorString(r));
+  }
+  if (impl_->done) (void)cudaEventDestroy(impl_->done);
+}
+
+namespace {
+
+// Runs one NCCL call on the comm stream after the compute stream's queued work, then waits for
+// it: issue (the non-blocking comm may answer ncclInProgress), record an event, poll both the
+// event and the communicator's async error until done, failed or past the deadline.
+template <class Launch>
+void run_collective(ncclComm_t comm, cudaEvent_t done, int rank, int world, int device,
+                    Millis timeout, bool& broken, const char* what, size_t count,
+                    Launch launch) {
+  ENGINE_CHECK(!broken, "nccl ", what, " on rank ", rank,
+               ": the communicator was aborted by an earlier error");
+  cuda::DeviceGuard guard(device);
+  cudaStream_t stream = cuda::comm_stream(device);
+  cuda::comm_wait_for_compute(device);
+  const Deadline deadline = Deadline::after(timeout);
+  auto abort_with = [&](const std::string& why, bool timed_out) {
+    (void)ncclCommAbort(comm);
+    broken = true;
+    const std::string msg = detail::concat("nccl ", what, " of ", count, " elements on rank ",
+                                           rank, " of ", world, " (cuda:", device, ") ", why,
+                                           "; communicator aborted");
+    if (timed_out) throw TimeoutError(msg);
+    throw Error(msg);
+  };
+  auto poll_async = [&]() -> bool {  // true while the communicator is still busy issuing
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t q = ncclCommGetAsyncError(comm, &state);
+    if (q != ncclSuccess) abort_with(detail::concat("failed: ", ncclGetErrorString(q)), false);
+    if (state != ncclSuccess && state != ncclInProgress) {
+      const char* last = ncclGetLastError(comm);
+      abort_with(detail::concat("failed: ", ncclGetErrorString(state), last && *last ? " - " : "",
+                                last ? last : ""),
+                 false);
+    }
+    return state == ncclInProgress;
+  };
+  const ncclResult_t r = launch(stream);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    const char* last = ncclGetLastError(comm);
+    abort_with(detail::concat("failed to start: ", ncclGetErrorString(r),
+                              last && *last ? " - " : "", last ? last : ""),
+               false);
+  }
+  while (poll_async()) {  // a non-blocking communicator may still be enqueueing
+    if (deadline.expired())
+      abort_with(detail::concat("was not issued within ", seconds_str(timeout)), true);
+    pause();
+  }
+  CUDA_CHECK(cudaEventRecord(done, stream));
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(done);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) CUDA_CHECK(e);
+    (void)poll_async();  // a dead peer shows up here
+    if (deadline.expired())
+      abort_with(detail::concat("did not complete within ", seconds_str(timeout),
+                                " (a peer may be dead or calling another collective)"),
+                 true);
+    pause();
+  }
+}
+
+}  // namespace
+
+#define ENGINE_NCCL_RUN(what, count, ...)                                                 \
+  run_collective(impl_->comm, impl_->done, rank_, world_, device_, opts_.timeout, broken_, \
+                 what, count, [&](cudaStream_t stream) { return __VA_ARGS__; })
+
+void NcclCommunicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
+  const ncclRedOp_t rop = nccl_op(op, dtype);
+  ENGINE_NCCL_RUN("all_reduce", count,
+                  ncclAllReduce(data, data, count, nccl_type(dtype), rop, impl_->comm, stream));
+}
+
+void NcclCommunicator::broadcast(void* data, size_t count, DType dtype, int root) {
+  check_root(root, "broadcast");
+  ENGINE_NCCL_RUN("broadcast", count,
+                  ncclBroadcast(data, data, count, nccl_type(dtype), root, impl_->comm, stream));
+}
+
+void NcclCommunicator::reduce(void* data, size_t count, DType dtype, ReduceOp op, int root) {
+  check_root(root, "reduce");
+  const ncclRedOp_t rop = nccl_op(op, dtype);
+  ENGINE_NCCL_RUN("reduce", count,
+                  ncclReduce(data, data, count, nccl_type(dtype), rop, root, impl_->comm, stream));
+}
+
+void NcclCommunicator::all_gather(const void* in, void* out, size_t count, DType dtype) {
+  ENGINE_NCCL_RUN("all_gather", count,
+                  ncclAllGather(in, out, count, nccl_type(dtype), impl_->comm, stream));
+}
+
+void NcclCommunicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
+                                      ReduceOp op) {
+  const ncclRedOp_t rop = nccl_op(op, dtype);
+  ENGINE_NCCL_RUN("reduce_scatter", count,
+                  ncclReduceScatter(in, out, count, nccl_type(dtype), rop, impl_->comm, stream));
+}
+
+void NcclCommunicator::send(const void* data, size_t count, DType dtype, int peer) {
+  check_root(peer, "send");
+  ENGINE_NCCL_RUN("send", count,
+                  ncclSend(data, count, nccl_type(dtype), peer, impl_->comm, stream));
+}
+
+void NcclCommunicator::recv(void* data, size_t count, DType dtype, int peer) {
+  check_root(peer, "recv");
+  ENGINE_NCCL_RUN("recv", count,
+                  ncclRecv(data, count, nccl_type(dtype), peer, impl_->comm, stream));
+}
+
+#undef ENGINE_NCCL_RUN
+
+#else  // no CUDA: the class exists so callers need no #ifdef; making one throws.
+
+struct NcclCommunicator::Impl {};
+
+NcclCommunicator::NcclCommunicator(std::shared_ptr<Store>, int rank, int, int, NcclOptions) {
+  ENGINE_FAIL("nccl init on rank ", rank,
+              ": NCCL is not built in (configure with -DENGINE_CUDA=ON on a machine with nvcc)");
+}
+NcclCommunicator::~NcclCommunicator() = default;
+
+namespace {
+[[noreturn]] void not_built(const char* what) {
+  ENGINE_FAIL("nccl ", what, ": NCCL is not built in");
+}
+}  // namespace
+
+void NcclCommunicator::all_reduce(void*, size_t, DType, ReduceOp) { not_built("all_reduce"); }
+void NcclCommunicator::broadcast(void*, size_t, DType, int) { not_built("broadcast"); }
+void NcclCommunicator::reduce(void*, size_t, DType, ReduceOp, int) { not_built("reduce"); }
+void NcclCommunicator::all_gather(const void*, void*, size_t, DType) { not_built("all_gather"); }
+void NcclCommunicator::reduce_scatter(const void*, void*, size_t, DType, ReduceOp) {
+  not_built("reduce_scatter");
+}
+void NcclCommunicator::send(const void*, size_t, DType, int) { not_built("send"); }
+void NcclCommunicator::recv(void*, size_t, DType, int) { not_built("recv"); }
+
+#endif  // ENGINE_WITH_CUDA
+
+}  // namespace engine::comm

@@ -1,0 +1,86 @@
+// comm/nccl_communicator.h: the NCCL backend - collectives among W ranks on CUDA buffers, one
+// GPU per rank, queued on the device's communication stream (core/cuda/stream.cuh).
+//
+// Rendezvous: rank 0 makes the ncclUniqueId and sets it in the Store under "<key>/unique_id";
+// the other ranks get() it (bounded by the store's timeout). Use one key per communicator.
+// The communicator is non-blocking (ncclConfig_t.blocking = 0): every call returns to us at
+// once, and we poll ncclCommGetAsyncError while waiting, so a peer that dies or a collective that
+// outlives the timeout aborts the communicator (ncclCommAbort) and throws (engine::Error, or
+// engine::TimeoutError naming the collective) instead of hanging the job. After that every call
+// throws.
+//
+// Ordering: each call makes the comm stream wait for the compute stream's queued work (the
+// buffers may still be being written), launches, then waits on the host until the collective
+// has finished: a call returns with the result in place, and the caching allocator may reuse
+// the buffers at once. Sizes: `count` is elements of `dtype`.
+//
+// A build without CUDA has the class too; its constructor throws engine::Error.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "comm/deadline.h"
+#include "comm/reduce.h"
+#include "comm/store.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace engine::comm {
+
+struct NcclOptions {
+  Millis timeout{300000};      // for init and for each collective
+  std::string key = "nccl";    // store key prefix of the unique id
+};
+
+class NcclCommunicator {
+ public:
+  // Collective over the W ranks: each calls it with its rank and its GPU.
+  NcclCommunicator(std::shared_ptr<Store> store, int rank, int world, int device,
+                   NcclOptions opts = {});
+  // Finalizes and destroys the NCCL communicator (an aborted one is only released); logs
+  // failures to stderr, never throws.
+  ~NcclCommunicator();
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return world_; }
+  int device() const { return device_; }
+  bool broken() const { return broken_; }
+
+  // --- raw device buffers of device() ---
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::SUM);
+  void broadcast(void* data, size_t count, DType dtype, int root);
+  // Root's buffer receives the reduction; others are left unchanged.
+  void reduce(void* data, size_t count, DType dtype, ReduceOp op, int root);
+  // out holds size() * count elements: rank r's in lands at out + r * count.
+  void all_gather(const void* in, void* out, size_t count, DType dtype);
+  // in holds size() * count elements; out (count) gets the reduction of every rank's chunk r.
+  void reduce_scatter(const void* in, void* out, size_t count, DType dtype,
+                      ReduceOp op = ReduceOp::SUM);
+  void send(const void* data, size_t count, DType dtype, int peer);
+  void recv(void* data, size_t count, DType dtype, int peer);
+
+  // --- CUDA tensors on device() ---
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM);
+  void broadcast(const Tensor& t, int root);
+  void reduce(const Tensor& t, ReduceOp op, int root);
+  void all_gather(const Tensor& in, const Tensor& out);  // out.numel() == size() * in.numel()
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::SUM);
+  void send(const Tensor& t, int peer);
+  void recv(const Tensor& t, int peer);
+
+ private:
+  struct Impl;
+  void check_tensor(const Tensor& t, const char* what) const;
+  void check_root(int root, const char* what) const;
+
+  int rank_ = 0, world_ = 1, device_ = 0;
+  bool broken_ = false;
+  NcclOptions opts_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace engine::comm
