@@ -31,13 +31,19 @@ __global__ void dropout_kernel(const float* src, float* dst, int64_t count, floa
   }
 }
 
-// One thread per element; plane q = i / plane_size draws dropout_keep(seed, offset, q, p).
+// One thread per element; plane q = i / plane_size keeps dropout_keep(seed, offset, q, p), taken
+// here as lane q % 4 of dropout_keep4 (the same draw), picked without a dynamic index so that the
+// four decisions stay in registers instead of a stack array.
 __global__ void dropout2d_kernel(const float* src, float* dst, int64_t planes, int64_t plane_size,
                                  float p, uint64_t seed, uint64_t offset) {
   const float s = dropout_scale(p);
   for (ENGINE_GRID_LOOP(i, planes * plane_size)) {
     const uint64_t q = static_cast<uint64_t>(i / plane_size);
-    dst[i] = dropout_apply(src[i], dropout_keep(seed, offset, q, p), s);
+    bool keep[4];
+    dropout_keep4(seed, offset, q >> 2, p, keep);
+    const unsigned lane = static_cast<unsigned>(q & 3);
+    const bool k = lane == 0 ? keep[0] : lane == 1 ? keep[1] : lane == 2 ? keep[2] : keep[3];
+    dst[i] = dropout_apply(src[i], k, s);
   }
 }
 
