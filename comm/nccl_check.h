@@ -13,11 +13,11 @@ namespace engine::comm {
 
 }  // namespace engine::comm
 
-#define NCCL_CHECK(expr)                                                            \
-  do {                                                                              \
-    const ncclResult_t engine_nccl_r_ = (expr);                                     \
-    if (engine_nccl_r_ != ncclSuccess && engine_nccl_r_ != ncclInProgress)          \
-      ::engine::comm::nccl_fail(engine_nccl_r_, #expr, __FILE__, __LINE__);         \
+#define NCCL_CHECK(expr)                                                    \
+  do {                                                                      \
+    const ncclResult_t engine_nccl_r_ = (expr);                             \
+    if (engine_nccl_r_ != ncclSuccess && engine_nccl_r_ != ncclInProgress)  \
+      ::engine::comm::nccl_fail(engine_nccl_r_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 #endif  // ENGINE_WITH_CUDA

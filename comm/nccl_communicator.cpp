@@ -23,13 +23,13 @@ namespace engine::comm {
 
 void NcclCommunicator::check_tensor(const Tensor& t, const char* what) const {
   ENGINE_CHECK(t.defined(), "nccl ", what, ": tensor is undefined");
-  ENGINE_CHECK(t.device() == Device::cuda(device_), "nccl ", what, ": tensor on ",
-               t.device().str(), ", this rank's communicator runs on cuda:", device_);
+  ENGINE_CHECK(t.device() == Device::cuda(device_), "nccl ", what, ": tensor on ", t.device().str(),
+               ", this rank's communicator runs on cuda:", device_);
 }
 
 void NcclCommunicator::check_root(int root, const char* what) const {
-  ENGINE_CHECK(root >= 0 && root < world_, "nccl ", what, ": root ", root, " outside [0, ",
-               world_, ")");
+  ENGINE_CHECK(root >= 0 && root < world_, "nccl ", what, ": root ", root, " outside [0, ", world_,
+               ")");
 }
 
 void NcclCommunicator::all_reduce(const Tensor& t, ReduceOp op) {
@@ -74,17 +74,19 @@ void NcclCommunicator::recv(const Tensor& t, int peer) {
 void nccl_fail(ncclResult_t r, const char* expr, const char* file, int line, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
   throw Error(detail::concat("NCCL error at ", file, ":", line, ": ", expr, ": ",
-                             ncclGetErrorString(r), last && *last ? " - " : "",
-                             last ? last : ""));
+                             ncclGetErrorString(r), last && *last ? " - " : "", last ? last : ""));
 }
 
 namespace {
 
 ncclDataType_t nccl_type(DType dt) {
   switch (dt) {
-    case DType::F32: return ncclFloat32;
-    case DType::I64: return ncclInt64;
-    case DType::U8: return ncclUint8;
+    case DType::F32:
+      return ncclFloat32;
+    case DType::I64:
+      return ncclInt64;
+    case DType::U8:
+      return ncclUint8;
   }
   ENGINE_FAIL("nccl: unsupported dtype ", static_cast<int>(dt));
 }
@@ -92,11 +94,16 @@ ncclDataType_t nccl_type(DType dt) {
 ncclRedOp_t nccl_op(ReduceOp op, DType dt) {
   check_reduce_supported(dt, op);
   switch (op) {
-    case ReduceOp::SUM: return ncclSum;
-    case ReduceOp::AVG: return ncclAvg;
-    case ReduceOp::MAX: return ncclMax;
-    case ReduceOp::MIN: return ncclMin;
-    case ReduceOp::PROD: return ncclProd;
+    case ReduceOp::SUM:
+      return ncclSum;
+    case ReduceOp::AVG:
+      return ncclAvg;
+    case ReduceOp::MAX:
+      return ncclMax;
+    case ReduceOp::MIN:
+      return ncclMin;
+    case ReduceOp::PROD:
+      return ncclProd;
   }
   ENGINE_FAIL("nccl: unsupported reduce op ", static_cast<int>(op));
 }
@@ -114,11 +121,15 @@ struct NcclCommunicator::Impl {
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<Store> store, int rank, int world, int device,
                                    NcclOptions opts)
-    : rank_(rank), world_(world), device_(device), opts_(std::move(opts)),
-      store_(std::move(store)), impl_(std::make_unique<Impl>()) {
+    : rank_(rank),
+      world_(world),
+      device_(device),
+      opts_(std::move(opts)),
+      store_(std::move(store)),
+      impl_(std::make_unique<Impl>()) {
   ENGINE_CHECK(store_ != nullptr, "nccl init: no store");
-  ENGINE_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "nccl init: rank ", rank_,
-               " of world ", world_);
+  ENGINE_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "nccl init: rank ", rank_, " of world ",
+               world_);
   ENGINE_CHECK(device_ >= 0 && device_ < cuda::device_count(), "nccl init on rank ", rank_,
                ": cuda:", device_, " is not a device of this process (", cuda::device_count(),
                " CUDA devices; ", cuda::unavailable_reason(), ")");
@@ -185,10 +196,14 @@ NcclCommunicator::~NcclCommunicator() {
     const Deadline deadline = Deadline::after(Millis(5000));
     while (ok) {
       ncclResult_t state = ncclSuccess;
-      if (ncclCommGetAsyncError(impl_->comm, &state) != ncclSuccess) ok = false;
-      else if (state == ncclSuccess) break;
-      else if (state != ncclInProgress || deadline.expired()) ok = false;
-      else pause();
+      if (ncclCommGetAsyncError(impl_->comm, &state) != ncclSuccess)
+        ok = false;
+      else if (state == ncclSuccess)
+        break;
+      else if (state != ncclInProgress || deadline.expired())
+        ok = false;
+      else
+        pause();
     }
     const ncclResult_t r = ok ? ncclCommDestroy(impl_->comm) : ncclCommAbort(impl_->comm);
     if (r != ncclSuccess && r != ncclInProgress)
@@ -205,8 +220,7 @@ namespace {
 // event and the communicator's async error until done, failed or past the deadline.
 template <class Launch>
 void run_collective(ncclComm_t comm, cudaEvent_t done, int rank, int world, int device,
-                    Millis timeout, bool& broken, const char* what, size_t count,
-                    Launch launch) {
+                    Millis timeout, bool& broken, const char* what, size_t count, Launch launch) {
   ENGINE_CHECK(!broken, "nccl ", what, " on rank ", rank,
                ": the communicator was aborted by an earlier error");
   cuda::DeviceGuard guard(device);
@@ -216,9 +230,9 @@ void run_collective(ncclComm_t comm, cudaEvent_t done, int rank, int world, int 
   auto abort_with = [&](const std::string& why, bool timed_out) {
     (void)ncclCommAbort(comm);
     broken = true;
-    const std::string msg = detail::concat("nccl ", what, " of ", count, " elements on rank ",
-                                           rank, " of ", world, " (cuda:", device, ") ", why,
-                                           "; communicator aborted");
+    const std::string msg =
+        detail::concat("nccl ", what, " of ", count, " elements on rank ", rank, " of ", world,
+                       " (cuda:", device, ") ", why, "; communicator aborted");
     if (timed_out) throw TimeoutError(msg);
     throw Error(msg);
   };
@@ -262,9 +276,9 @@ void run_collective(ncclComm_t comm, cudaEvent_t done, int rank, int world, int 
 
 }  // namespace
 
-#define ENGINE_NCCL_RUN(what, count, ...)                                                 \
-  run_collective(impl_->comm, impl_->done, rank_, world_, device_, opts_.timeout, broken_, \
-                 what, count, [&](cudaStream_t stream) { return __VA_ARGS__; })
+#define ENGINE_NCCL_RUN(what, count, ...)                                                        \
+  run_collective(impl_->comm, impl_->done, rank_, world_, device_, opts_.timeout, broken_, what, \
+                 count, [&](cudaStream_t stream) { return __VA_ARGS__; })
 
 void NcclCommunicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
   const ncclRedOp_t rop = nccl_op(op, dtype);
@@ -327,15 +341,27 @@ namespace {
 }
 }  // namespace
 
-void NcclCommunicator::all_reduce(void*, size_t, DType, ReduceOp) { not_built("all_reduce"); }
-void NcclCommunicator::broadcast(void*, size_t, DType, int) { not_built("broadcast"); }
-void NcclCommunicator::reduce(void*, size_t, DType, ReduceOp, int) { not_built("reduce"); }
-void NcclCommunicator::all_gather(const void*, void*, size_t, DType) { not_built("all_gather"); }
+void NcclCommunicator::all_reduce(void*, size_t, DType, ReduceOp) {
+  not_built("all_reduce");
+}
+void NcclCommunicator::broadcast(void*, size_t, DType, int) {
+  not_built("broadcast");
+}
+void NcclCommunicator::reduce(void*, size_t, DType, ReduceOp, int) {
+  not_built("reduce");
+}
+void NcclCommunicator::all_gather(const void*, void*, size_t, DType) {
+  not_built("all_gather");
+}
 void NcclCommunicator::reduce_scatter(const void*, void*, size_t, DType, ReduceOp) {
   not_built("reduce_scatter");
 }
-void NcclCommunicator::send(const void*, size_t, DType, int) { not_built("send"); }
-void NcclCommunicator::recv(void*, size_t, DType, int) { not_built("recv"); }
+void NcclCommunicator::send(const void*, size_t, DType, int) {
+  not_built("send");
+}
+void NcclCommunicator::recv(void*, size_t, DType, int) {
+  not_built("recv");
+}
 
 #endif  // ENGINE_WITH_CUDA
 

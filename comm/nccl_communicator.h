@@ -29,8 +29,8 @@
 namespace engine::comm {
 
 struct NcclOptions {
-  Millis timeout{300000};      // for init and for each collective
-  std::string key = "nccl";    // store key prefix of the unique id
+  Millis timeout{300000};    // for init and for each collective
+  std::string key = "nccl";  // store key prefix of the unique id
 };
 
 class NcclCommunicator {

@@ -95,28 +95,36 @@ std::vector<CheckResult> run_op_checks(Device dev) {
   op("relu", 0, [](auto& in) { return nn::relu(in[0]); }, {random({8, 500}, 10)});
   op("max_pool2d", 1e-6, [](auto& in) { return nn::max_pool2d(in[0], 2, 2); },
      {random({8, 10, 24, 24}, 11)});
-  op("dropout", 0, [](auto& in) {
-    Generator g(1);
-    return nn::dropout(in[0], 0.5f, true, g);
-  }, {random({8, 500}, 12)});
-  op("dropout2d", 0, [](auto& in) {
-    Generator g(2);
-    return nn::dropout2d(in[0], 0.5f, true, g);
-  }, {random({8, 20, 8, 8}, 13)});
+  op("dropout", 0,
+     [](auto& in) {
+       Generator g(1);
+       return nn::dropout(in[0], 0.5f, true, g);
+     },
+     {random({8, 500}, 12)});
+  op("dropout2d", 0,
+     [](auto& in) {
+       Generator g(2);
+       return nn::dropout2d(in[0], 0.5f, true, g);
+     },
+     {random({8, 20, 8, 8}, 13)});
   {
     Tensor rm = Tensor::zeros({16}), rv = Tensor::full({16}, 1.f);
     Tensor rm_d = rm.to(dev), rv_d = rv.to(dev);
-    op("batch_norm2d train", 1e-5, [&](auto& in) {
-      const bool on_cpu = in[0].device().is_cpu();
-      return nn::batch_norm2d(in[0], in[1], in[2], on_cpu ? rm : rm_d, on_cpu ? rv : rv_d, true);
-    }, {random({8, 16, 12, 12}, 14), random({16}, 15), random({16}, 16)});
-    out.push_back(run_check("op", "batch_norm2d running stats", 1e-6, [&] {
-      return std::max(rel_error(rm_d, rm), rel_error(rv_d, rv));
-    }));
-    op("batch_norm2d eval", 1e-5, [&](auto& in) {
-      const bool on_cpu = in[0].device().is_cpu();
-      return nn::batch_norm2d(in[0], in[1], in[2], on_cpu ? rm : rm_d, on_cpu ? rv : rv_d, false);
-    }, {random({8, 16, 12, 12}, 17), random({16}, 18), random({16}, 19)});
+    op("batch_norm2d train", 1e-5,
+       [&](auto& in) {
+         const bool on_cpu = in[0].device().is_cpu();
+         return nn::batch_norm2d(in[0], in[1], in[2], on_cpu ? rm : rm_d, on_cpu ? rv : rv_d, true);
+       },
+       {random({8, 16, 12, 12}, 14), random({16}, 15), random({16}, 16)});
+    out.push_back(run_check("op", "batch_norm2d running stats", 1e-6,
+                            [&] { return std::max(rel_error(rm_d, rm), rel_error(rv_d, rv)); }));
+    op("batch_norm2d eval", 1e-5,
+       [&](auto& in) {
+         const bool on_cpu = in[0].device().is_cpu();
+         return nn::batch_norm2d(in[0], in[1], in[2], on_cpu ? rm : rm_d, on_cpu ? rv : rv_d,
+                                 false);
+       },
+       {random({8, 16, 12, 12}, 17), random({16}, 18), random({16}, 19)});
   }
   op("log_softmax", 1e-6, [](auto& in) { return nn::log_softmax(in[0]); }, {random({8, 10}, 20)});
   op("cross_entropy", 1e-6, [](auto& in) { return nn::cross_entropy(in[0], in[1]); },

@@ -10,10 +10,10 @@
 namespace engine::selftest {
 
 struct CheckResult {
-  std::string group;   // "op", "model", "nccl"
+  std::string group;  // "op", "model", "nccl"
   std::string name;
   bool passed = false;
-  double error = 0;     // max relative error vs the CPU (0 where exact)
+  double error = 0;  // max relative error vs the CPU (0 where exact)
   double tolerance = 0;
   std::string detail;  // why it failed, or a note
 };

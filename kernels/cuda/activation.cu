@@ -19,8 +19,8 @@ __global__ void relu_backward_kernel(const float* dy, const float* y, float* dx,
 }
 
 // One thread per group of 4 elements.
-__global__ void dropout_kernel(const float* src, float* dst, int64_t count, float p,
-                               uint64_t seed, uint64_t offset) {
+__global__ void dropout_kernel(const float* src, float* dst, int64_t count, float p, uint64_t seed,
+                               uint64_t offset) {
   const float s = dropout_scale(p);
   const int64_t groups = (count + 3) / 4;
   for (ENGINE_GRID_LOOP(g, groups)) {
@@ -55,8 +55,8 @@ void check_p(float p, const char* what) {
   ENGINE_CHECK(p >= 0.f && p <= 1.f, what, ": p must be in [0, 1], got ", p);
 }
 
-void launch_dropout(int device, const float* src, float* dst, int64_t count, float p,
-                    uint64_t seed, uint64_t offset, const char* what) {
+void launch_dropout(int device, const float* src, float* dst, int64_t count, float p, uint64_t seed,
+                    uint64_t offset, const char* what) {
   check_count(count, what);
   check_p(p, what);
   if (count == 0) return;
@@ -66,9 +66,8 @@ void launch_dropout(int device, const float* src, float* dst, int64_t count, flo
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_dropout2d(int device, const float* src, float* dst, int64_t planes,
-                      int64_t plane_size, float p, uint64_t seed, uint64_t offset,
-                      const char* what) {
+void launch_dropout2d(int device, const float* src, float* dst, int64_t planes, int64_t plane_size,
+                      float p, uint64_t seed, uint64_t offset, const char* what) {
   check_count(planes, what);
   check_count(plane_size, what);
   check_p(p, what);
@@ -95,8 +94,8 @@ void relu_backward(int device, const float* dy, const float* y, float* dx, int64
   check_count(count, "cuda::relu_backward");
   if (count == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
-  relu_backward_kernel<<<blocks_for(count), kThreads, 0,
-                         ::engine::cuda::compute_stream(device)>>>(dy, y, dx, count);
+  relu_backward_kernel<<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(
+      dy, y, dx, count);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -105,8 +104,8 @@ void dropout_forward(int device, const float* x, float* y, int64_t count, float 
   launch_dropout(device, x, y, count, p, seed, offset, "cuda::dropout_forward");
 }
 
-void dropout_backward(int device, const float* dy, float* dx, int64_t count, float p,
-                      uint64_t seed, uint64_t offset) {
+void dropout_backward(int device, const float* dy, float* dx, int64_t count, float p, uint64_t seed,
+                      uint64_t offset) {
   launch_dropout(device, dy, dx, count, p, seed, offset, "cuda::dropout_backward");
 }
 
@@ -115,10 +114,9 @@ void dropout2d_forward(int device, const float* x, float* y, int64_t planes, int
   launch_dropout2d(device, x, y, planes, plane_size, p, seed, offset, "cuda::dropout2d_forward");
 }
 
-void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes,
-                        int64_t plane_size, float p, uint64_t seed, uint64_t offset) {
-  launch_dropout2d(device, dy, dx, planes, plane_size, p, seed, offset,
-                   "cuda::dropout2d_backward");
+void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes, int64_t plane_size,
+                        float p, uint64_t seed, uint64_t offset) {
+  launch_dropout2d(device, dy, dx, planes, plane_size, p, seed, offset, "cuda::dropout2d_backward");
 }
 
 }  // namespace engine::kernels::cuda

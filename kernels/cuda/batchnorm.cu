@@ -33,12 +33,12 @@ __global__ void __launch_bounds__(kThreads)
     save_mean[c] = mean_f;
     save_invstd[c] = invstd_f;
     if (running_mean)
-      running_mean[c] = static_cast<float>(bn_running_update(
-          static_cast<double>(running_mean[c]), mean, static_cast<double>(momentum)));
+      running_mean[c] = static_cast<float>(bn_running_update(static_cast<double>(running_mean[c]),
+                                                             mean, static_cast<double>(momentum)));
     if (running_var)
-      running_var[c] = static_cast<float>(
-          bn_running_update(static_cast<double>(running_var[c]), bn_unbiased_var(var_sum, m),
-                            static_cast<double>(momentum)));
+      running_var[c] = static_cast<float>(bn_running_update(static_cast<double>(running_var[c]),
+                                                            bn_unbiased_var(var_sum, m),
+                                                            static_cast<double>(momentum)));
   }
   const BnAffine a = bn_affine(mean_f, invstd_f, gamma ? gamma[c] : 1.f, beta ? beta[c] : 0.f);
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
@@ -54,15 +54,15 @@ __global__ void bn_eval_forward_kernel(const float* x, const float* gamma, const
     const int64_t c = (i / s.hw) % s.c;
     const float invstd = static_cast<float>(
         bn_invstd(static_cast<double>(running_var[c]), static_cast<double>(eps)));
-    y[i] = bn_apply(x[i], bn_affine(running_mean[c], invstd, gamma ? gamma[c] : 1.f,
-                                    beta ? beta[c] : 0.f));
+    y[i] = bn_apply(
+        x[i], bn_affine(running_mean[c], invstd, gamma ? gamma[c] : 1.f, beta ? beta[c] : 0.f));
   }
 }
 
 __global__ void __launch_bounds__(kThreads)
-    bn_backward_kernel(const float* dy, const float* x, const float* gamma,
-                       const float* save_mean, const float* save_invstd, float* dx,
-                       float* dgamma, float* dbeta, BatchNormShape s) {
+    bn_backward_kernel(const float* dy, const float* x, const float* gamma, const float* save_mean,
+                       const float* save_invstd, float* dx, float* dgamma, float* dbeta,
+                       BatchNormShape s) {
   __shared__ double sa[kThreads], sb[kThreads];
   const int64_t c = blockIdx.x, m = s.count();
   const float mean = save_mean[c], invstd = save_invstd[c], w = gamma ? gamma[c] : 1.f;
@@ -97,9 +97,9 @@ void check(const BatchNormShape& s, const char* what) {
 }  // namespace
 
 void batch_norm_train_forward(int device, const float* x, const float* gamma, const float* beta,
-                              float* y, float* save_mean, float* save_invstd,
-                              float* running_mean, float* running_var, const BatchNormShape& s,
-                              float momentum, float eps) {
+                              float* y, float* save_mean, float* save_invstd, float* running_mean,
+                              float* running_var, const BatchNormShape& s, float momentum,
+                              float eps) {
   check(s, "cuda::batch_norm_train_forward");
   ENGINE_CHECK(s.count() > 1,
                "cuda::batch_norm_train_forward: expected more than 1 value per channel, got ",
@@ -119,19 +119,19 @@ void batch_norm_eval_forward(int device, const float* x, const float* gamma, con
   if (count == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   bn_eval_forward_kernel<<<blocks_for(count), kThreads, 0,
-                           ::engine::cuda::compute_stream(device)>>>(
-      x, gamma, beta, running_mean, running_var, y, s, eps);
+                           ::engine::cuda::compute_stream(device)>>>(x, gamma, beta, running_mean,
+                                                                     running_var, y, s, eps);
   CUDA_CHECK_LAUNCH();
 }
 
 void batch_norm_backward(int device, const float* dy, const float* x, const float* gamma,
-                         const float* save_mean, const float* save_invstd, float* dx,
-                         float* dgamma, float* dbeta, const BatchNormShape& s) {
+                         const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                         float* dbeta, const BatchNormShape& s) {
   check(s, "cuda::batch_norm_backward");
   ::engine::cuda::DeviceGuard guard(device);
   bn_backward_kernel<<<static_cast<unsigned>(s.c), kThreads, 0,
-                       ::engine::cuda::compute_stream(device)>>>(
-      dy, x, gamma, save_mean, save_invstd, dx, dgamma, dbeta, s);
+                       ::engine::cuda::compute_stream(device)>>>(dy, x, gamma, save_mean,
+                                                                 save_invstd, dx, dgamma, dbeta, s);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -109,7 +109,8 @@ Plan& plan_for(int device, const Conv2dShape& s) {
 class DeviceBlock {
  public:
   DeviceBlock(int device, size_t nbytes)
-      : device_(device), nbytes_(nbytes),
+      : device_(device),
+        nbytes_(nbytes),
         p_(nbytes ? ::engine::cuda::alloc(device, nbytes) : nullptr) {}
   ~DeviceBlock() {
     if (p_) ::engine::cuda::free(device_, p_, nbytes_);
@@ -155,8 +156,8 @@ void choose(const Perf* perf, int count, size_t ws, const char* pass, const Conv
       pick = &r;
     }
   ENGINE_CHECK(pick != nullptr, "cuda::conv2d ", pass, ": cuDNN found no usable algorithm for x (",
-               s.n, ", ", s.c_in, ", ", s.h, ", ", s.w, "), w (", s.c_out, ", ", s.c_in, ", ",
-               s.kh, ", ", s.kw, "), stride ", s.stride, ", pad ", s.pad);
+               s.n, ", ", s.c_in, ", ", s.h, ", ", s.w, "), w (", s.c_out, ", ", s.c_in, ", ", s.kh,
+               ", ", s.kw, "), stride ", s.stride, ", pad ", s.pad);
   out.algo = pick->algo;
   out.ws_bytes = pick->memory;
   out.found = true;
@@ -191,8 +192,8 @@ void conv2d_forward(int device, const float* x, const float* w, const float* b, 
   if (b) {
     cudnnTensorDescriptor_t bias = nullptr;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
-    const cudnnStatus_t set = cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW,
-                                                         CUDNN_DATA_FLOAT, 1, i32(s.c_out), 1, 1);
+    const cudnnStatus_t set = cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                         1, i32(s.c_out), 1, 1);
     const cudnnStatus_t add =
         set == CUDNN_STATUS_SUCCESS ? cudnnAddTensor(h, &one, bias, b, &one, p.y, y) : set;
     CUDNN_CHECK(cudnnDestroyTensorDescriptor(bias));
@@ -245,15 +246,14 @@ void conv2d_backward_filter(int device, const float* x, const float* dy, float* 
     DeviceBlock ws(device, find_workspace(perf, n));
     DeviceBlock scratch(device, s.w_count() * sizeof(float));
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        h, p.x, x, p.y, dy, p.conv, p.w, scratch.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-        &n, perf, ws.get(), ws.nbytes()));
+        h, p.x, x, p.y, dy, p.conv, p.w, scratch.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+        perf, ws.get(), ws.nbytes()));
     choose(perf, n, ws.nbytes(), "backward filter", s, p.bwd_filter);
   }
   DeviceBlock ws(device, p.bwd_filter.ws_bytes);
   const float one = 1.f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv,
-                                             p.bwd_filter.algo, ws.get(), ws.nbytes(), &beta, p.w,
-                                             dw));
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter.algo,
+                                             ws.get(), ws.nbytes(), &beta, p.w, dw));
 }
 
 void conv2d_backward_bias(int device, const float* dy, float* db, const Conv2dShape& s,

@@ -59,8 +59,7 @@ void linear_backward_data(int device, const float* dy, const float* w, float* dx
   ::engine::cuda::DeviceGuard guard(device);
   const float alpha = 1.f, beta = 0.f;
   CUBLAS_CHECK(cublasSgemm(cublas_handle(device), CUBLAS_OP_N, CUBLAS_OP_N, i32(s.in), i32(s.n),
-                           i32(s.out), &alpha, w, i32(s.in), dy, i32(s.out), &beta, dx,
-                           i32(s.in)));
+                           i32(s.out), &alpha, w, i32(s.in), dy, i32(s.out), &beta, dx, i32(s.in)));
 }
 
 void linear_backward_weight(int device, const float* dy, const float* x, float* dw,
@@ -70,8 +69,7 @@ void linear_backward_weight(int device, const float* dy, const float* x, float* 
   const float alpha = 1.f;
   // k = N = 0 is fine for cuBLAS: dw = beta * dw.
   CUBLAS_CHECK(cublasSgemm(cublas_handle(device), CUBLAS_OP_N, CUBLAS_OP_T, i32(s.in), i32(s.out),
-                           i32(s.n), &alpha, x, i32(s.in), dy, i32(s.out), &beta, dw,
-                           i32(s.in)));
+                           i32(s.n), &alpha, x, i32(s.in), dy, i32(s.out), &beta, dw, i32(s.in)));
 }
 
 void linear_backward_bias(int device, const float* dy, float* db, const LinearShape& s,

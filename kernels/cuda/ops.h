@@ -23,7 +23,9 @@ namespace engine::kernels::cuda {
   ENGINE_FAIL("kernels::cuda::", fn, ": CUDA is not built in (configure with -DENGINE_CUDA=ON)");
 }
 #define ENGINE_CUDA_OP(...) \
-  inline __VA_ARGS__ { not_built(__func__); }
+  inline __VA_ARGS__ {      \
+    not_built(__func__);    \
+  }
 #endif
 
 // ---- linear (cuBLAS SGEMM; row-major operands read as transposed column-major, no copies) ----
@@ -59,21 +61,19 @@ ENGINE_CUDA_OP(void relu_backward(int device, const float* dy, const float* y, f
 // Same masks as kernels/cpu/dropout.h for the same (seed, offset).
 ENGINE_CUDA_OP(void dropout_forward(int device, const float* x, float* y, int64_t count, float p,
                                     uint64_t seed, uint64_t offset))
-ENGINE_CUDA_OP(void dropout_backward(int device, const float* dy, float* dx, int64_t count,
-                                     float p, uint64_t seed, uint64_t offset))
+ENGINE_CUDA_OP(void dropout_backward(int device, const float* dy, float* dx, int64_t count, float p,
+                                     uint64_t seed, uint64_t offset))
 ENGINE_CUDA_OP(void dropout2d_forward(int device, const float* x, float* y, int64_t planes,
-                                      int64_t plane_size, float p, uint64_t seed,
-                                      uint64_t offset))
+                                      int64_t plane_size, float p, uint64_t seed, uint64_t offset))
 ENGINE_CUDA_OP(void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes,
-                                       int64_t plane_size, float p, uint64_t seed,
-                                       uint64_t offset))
+                                       int64_t plane_size, float p, uint64_t seed, uint64_t offset))
 
 // ---- max pooling: arg (N, C, OH, OW) int32 index within the (H, W) plane ----
 ENGINE_CUDA_OP(void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg,
                                        const Pool2dShape& s))
 // Overwrites dx; each input gathers from the windows covering it (no atomics: deterministic).
-ENGINE_CUDA_OP(void max_pool2d_backward(int device, const float* dy, const int32_t* arg,
-                                        float* dx, const Pool2dShape& s))
+ENGINE_CUDA_OP(void max_pool2d_backward(int device, const float* dy, const int32_t* arg, float* dx,
+                                        const Pool2dShape& s))
 
 // ---- batch norm (one block per channel, sums in double by a fixed tree) ----
 ENGINE_CUDA_OP(void batch_norm_train_forward(int device, const float* x, const float* gamma,
@@ -92,8 +92,7 @@ ENGINE_CUDA_OP(void batch_norm_backward(int device, const float* dy, const float
                                         float* dbeta, const BatchNormShape& s))
 
 // ---- rows of (N, C): log-softmax, NLL loss (mean), argmax ----
-ENGINE_CUDA_OP(void log_softmax_forward(int device, const float* x, float* y, int64_t n,
-                                        int64_t c))
+ENGINE_CUDA_OP(void log_softmax_forward(int device, const float* x, float* y, int64_t n, int64_t c))
 ENGINE_CUDA_OP(void log_softmax_backward(int device, const float* dy, const float* y, float* dx,
                                          int64_t n, int64_t c))
 // *loss (device scalar) = mean_i -logp[i, target[i]] (0 for N = 0). Waits for the device: a bad
@@ -106,8 +105,8 @@ ENGINE_CUDA_OP(void nll_loss_backward(int device, const float* dloss, const int6
 ENGINE_CUDA_OP(void argmax_rows(int device, const float* x, int64_t n, int64_t c, int64_t* out))
 
 // ---- optimizers: coefficients on the host (kernels/optim.h), one update per element ----
-ENGINE_CUDA_OP(void sgd_step(int device, float* param, const float* grad, float* buf,
-                             int64_t count, const SgdConfig& c, bool first))
+ENGINE_CUDA_OP(void sgd_step(int device, float* param, const float* grad, float* buf, int64_t count,
+                             const SgdConfig& c, bool first))
 ENGINE_CUDA_OP(void adam_step(int device, float* param, const float* grad, float* m, float* v,
                               int64_t count, const AdamConfig& c, int64_t step))
 

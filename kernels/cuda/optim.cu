@@ -8,8 +8,8 @@
 namespace engine::kernels::cuda {
 namespace {
 
-__global__ void sgd_kernel(float* param, const float* grad, float* buf, int64_t count,
-                           SgdCoeffs c, bool first) {
+__global__ void sgd_kernel(float* param, const float* grad, float* buf, int64_t count, SgdCoeffs c,
+                           bool first) {
   for (ENGINE_GRID_LOOP(i, count)) {
     float unused = 0.f;
     sgd_update(param[i], grad[i], buf ? buf[i] : unused, c, first);
@@ -26,8 +26,7 @@ __global__ void adam_kernel(float* param, const float* grad, float* m, float* v,
 void sgd_step(int device, float* param, const float* grad, float* buf, int64_t count,
               const SgdConfig& c, bool first) {
   ENGINE_CHECK(count >= 0, "cuda::sgd_step: negative count ", count);
-  ENGINE_CHECK(c.momentum == 0.0 || buf != nullptr,
-               "cuda::sgd_step: momentum needs a buffer");
+  ENGINE_CHECK(c.momentum == 0.0 || buf != nullptr, "cuda::sgd_step: momentum needs a buffer");
   if (count == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   sgd_kernel<<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(

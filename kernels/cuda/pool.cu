@@ -53,8 +53,7 @@ void check(const Pool2dShape& s, const char* what) {
 
 }  // namespace
 
-void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg,
-                        const Pool2dShape& s) {
+void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
   check(s, "cuda::max_pool2d_forward");
   const int64_t count = s.planes() * s.oh() * s.ow();
   if (count == 0) return;

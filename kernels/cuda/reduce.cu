@@ -39,11 +39,20 @@ void launch_reduce(int device, T* dst, const T* src, int64_t count, ReduceOp op)
   cudaStream_t stream = ::engine::cuda::compute_stream(device);
   const int blocks = blocks_for(count);
   switch (op) {
-    case ReduceOp::kSum: reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, SumOp{}); break;
-    case ReduceOp::kProd: reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, ProdOp{}); break;
-    case ReduceOp::kMax: reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, MaxOp{}); break;
-    case ReduceOp::kMin: reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, MinOp{}); break;
-    default: ENGINE_FAIL("cuda::reduce_into: unknown reduce op ", static_cast<int>(op));
+    case ReduceOp::kSum:
+      reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, SumOp{});
+      break;
+    case ReduceOp::kProd:
+      reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, ProdOp{});
+      break;
+    case ReduceOp::kMax:
+      reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, MaxOp{});
+      break;
+    case ReduceOp::kMin:
+      reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, MinOp{});
+      break;
+    default:
+      ENGINE_FAIL("cuda::reduce_into: unknown reduce op ", static_cast<int>(op));
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -26,7 +26,8 @@ __global__ void log_softmax_backward_kernel(const float* dy, const float* y, flo
   for (ENGINE_GRID_LOOP(i, n)) {
     float sum = 0.f;  // in float, in order, as the CPU
     for (int64_t j = 0; j < c; ++j) sum += dy[i * c + j];
-    for (int64_t j = 0; j < c; ++j) dx[i * c + j] = log_softmax_grad(dy[i * c + j], y[i * c + j], sum);
+    for (int64_t j = 0; j < c; ++j)
+      dx[i * c + j] = log_softmax_grad(dy[i * c + j], y[i * c + j], sum);
   }
 }
 
@@ -86,8 +87,8 @@ void log_softmax_backward(int device, const float* dy, const float* y, float* dx
   CUDA_CHECK_LAUNCH();
 }
 
-void nll_loss_forward(int device, const float* logp, const int64_t* target, float* loss,
-                      int64_t n, int64_t c) {
+void nll_loss_forward(int device, const float* logp, const int64_t* target, float* loss, int64_t n,
+                      int64_t c) {
   check(n, c, "cuda::nll_loss_forward");
   ::engine::cuda::DeviceGuard guard(device);
   cudaStream_t stream = ::engine::cuda::compute_stream(device);
@@ -121,8 +122,7 @@ void nll_loss_backward(int device, const float* dloss, const int64_t* target, fl
   if (n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   nll_loss_backward_kernel<<<blocks_for(n * c), kThreads, 0,
-                             ::engine::cuda::compute_stream(device)>>>(dloss, target, dlogp, n,
-                                                                       c);
+                             ::engine::cuda::compute_stream(device)>>>(dloss, target, dlogp, n, c);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -131,7 +131,7 @@ void argmax_rows(int device, const float* x, int64_t n, int64_t c, int64_t* out)
   if (n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   argmax_kernel<<<blocks_for(n), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(x, n, c,
-                                                                                       out);
+                                                                                        out);
   CUDA_CHECK_LAUNCH();
 }
 

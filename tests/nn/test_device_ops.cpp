@@ -85,41 +85,56 @@ Tensor leaf(const Shape& s, uint64_t seed) {
 }
 
 TEST_P(DeviceOps, Linear) {
-  compare("linear", [](auto& in) { return nn::linear(in[0], in[1], in[2]); },
-          {leaf({6, 20}, 1), leaf({7, 20}, 2), leaf({7}, 3)}, 1e-5);
-  compare("linear no bias", [](auto& in) { return nn::linear(in[0], in[1], Tensor()); },
-          {leaf({6, 20}, 1), leaf({7, 20}, 2)}, 1e-5);
+  compare(
+      "linear", [](auto& in) { return nn::linear(in[0], in[1], in[2]); },
+      {leaf({6, 20}, 1), leaf({7, 20}, 2), leaf({7}, 3)}, 1e-5);
+  compare(
+      "linear no bias", [](auto& in) { return nn::linear(in[0], in[1], Tensor()); },
+      {leaf({6, 20}, 1), leaf({7, 20}, 2)}, 1e-5);
 }
 
 TEST_P(DeviceOps, Conv2d) {
-  compare("conv2d s1 p0", [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 1, 0); },
-          {leaf({2, 3, 12, 12}, 4), leaf({5, 3, 5, 5}, 5), leaf({5}, 6)}, 1e-5);
-  compare("conv2d s2 p1", [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 2, 1); },
-          {leaf({2, 3, 9, 9}, 7), leaf({4, 3, 3, 3}, 8), leaf({4}, 9)}, 1e-5);
+  compare(
+      "conv2d s1 p0", [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 1, 0); },
+      {leaf({2, 3, 12, 12}, 4), leaf({5, 3, 5, 5}, 5), leaf({5}, 6)}, 1e-5);
+  compare(
+      "conv2d s2 p1", [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 2, 1); },
+      {leaf({2, 3, 9, 9}, 7), leaf({4, 3, 3, 3}, 8), leaf({4}, 9)}, 1e-5);
   // The first layer: the input needs no gradient.
-  compare("conv2d input const", [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 1, 0); },
-          {random_tensor({2, 1, 28, 28}, 10), leaf({8, 1, 5, 5}, 11), leaf({8}, 12)}, 1e-5);
+  compare(
+      "conv2d input const", [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 1, 0); },
+      {random_tensor({2, 1, 28, 28}, 10), leaf({8, 1, 5, 5}, 11), leaf({8}, 12)}, 1e-5);
 }
 
 TEST_P(DeviceOps, PoolReluReshape) {
-  compare("max_pool2d", [](auto& in) { return nn::max_pool2d(in[0], 2, 2); },
-          {leaf({2, 3, 8, 8}, 13)}, 1e-6);
-  compare("max_pool2d overlapping", [](auto& in) { return nn::max_pool2d(in[0], 3, 2); },
-          {leaf({2, 3, 9, 9}, 14)}, 1e-6);
-  compare("relu", [](auto& in) { return nn::relu(in[0]); }, {leaf({4, 50}, 15)}, 0);
-  compare("flatten", [](auto& in) { return nn::flatten(nn::relu(in[0])); },
-          {leaf({2, 3, 4, 4}, 16)}, 0);
+  compare(
+      "max_pool2d", [](auto& in) { return nn::max_pool2d(in[0], 2, 2); }, {leaf({2, 3, 8, 8}, 13)},
+      1e-6);
+  compare(
+      "max_pool2d overlapping", [](auto& in) { return nn::max_pool2d(in[0], 3, 2); },
+      {leaf({2, 3, 9, 9}, 14)}, 1e-6);
+  compare(
+      "relu", [](auto& in) { return nn::relu(in[0]); }, {leaf({4, 50}, 15)}, 0);
+  compare(
+      "flatten", [](auto& in) { return nn::flatten(nn::relu(in[0])); }, {leaf({2, 3, 4, 4}, 16)},
+      0);
 }
 
 TEST_P(DeviceOps, DropoutDrawsTheCpuMask) {
-  compare("dropout", [](auto& in) {
-    Generator g(5);
-    return nn::dropout(in[0], 0.4f, true, g);
-  }, {leaf({8, 33}, 17)}, 0);
-  compare("dropout2d", [](auto& in) {
-    Generator g(6);
-    return nn::dropout2d(in[0], 0.3f, true, g);
-  }, {leaf({4, 6, 5, 5}, 18)}, 0);
+  compare(
+      "dropout",
+      [](auto& in) {
+        Generator g(5);
+        return nn::dropout(in[0], 0.4f, true, g);
+      },
+      {leaf({8, 33}, 17)}, 0);
+  compare(
+      "dropout2d",
+      [](auto& in) {
+        Generator g(6);
+        return nn::dropout2d(in[0], 0.3f, true, g);
+      },
+      {leaf({4, 6, 5, 5}, 18)}, 0);
 }
 
 TEST_P(DeviceOps, BatchNorm) {
@@ -128,14 +143,15 @@ TEST_P(DeviceOps, BatchNorm) {
     Tensor rm_c = random_tensor({c}, 20, -0.2f, 0.2f), rv_c = random_tensor({c}, 21, 0.5f, 1.5f);
     Tensor rm_d = rm_c.clone().to(dev_), rv_d = rv_c.clone().to(dev_);
     int calls = 0;  // compare() runs f on the CPU inputs first, then on the device's
-    compare(training ? "batch_norm2d train" : "batch_norm2d eval",
-            [&](auto& in) {
-              const bool first = calls++ == 0;
-              const Tensor& rm = first ? rm_c : rm_d;
-              const Tensor& rv = first ? rv_c : rv_d;
-              return nn::batch_norm2d(in[0], in[1], in[2], rm, rv, training);
-            },
-            {leaf({3, c, 5, 5}, 22), leaf({c}, 23), leaf({c}, 24)}, 1e-5);
+    compare(
+        training ? "batch_norm2d train" : "batch_norm2d eval",
+        [&](auto& in) {
+          const bool first = calls++ == 0;
+          const Tensor& rm = first ? rm_c : rm_d;
+          const Tensor& rv = first ? rv_c : rv_d;
+          return nn::batch_norm2d(in[0], in[1], in[2], rm, rv, training);
+        },
+        {leaf({3, c, 5, 5}, 22), leaf({c}, 23), leaf({c}, 24)}, 1e-5);
     EXPECT_LT(rel_error(rm_d, rm_c), 1e-6) << "running_mean";
     EXPECT_LT(rel_error(rv_d, rv_c), 1e-6) << "running_var";
   }
@@ -143,18 +159,19 @@ TEST_P(DeviceOps, BatchNorm) {
 
 TEST_P(DeviceOps, SoftmaxLossArgmax) {
   Tensor target = Tensor::from_vector_i64({3, 0, 9, 9, 1, 4}, {6});
-  compare("log_softmax", [](auto& in) { return nn::log_softmax(in[0]); }, {leaf({6, 10}, 25)},
-          1e-6);
-  compare("nll_loss", [](auto& in) { return nn::nll_loss(nn::log_softmax(in[0]), in[1]); },
-          {leaf({6, 10}, 26), target}, 1e-6);
-  compare("cross_entropy", [](auto& in) { return nn::cross_entropy(in[0], in[1]); },
-          {leaf({6, 10}, 27), target}, 1e-6);
+  compare(
+      "log_softmax", [](auto& in) { return nn::log_softmax(in[0]); }, {leaf({6, 10}, 25)}, 1e-6);
+  compare(
+      "nll_loss", [](auto& in) { return nn::nll_loss(nn::log_softmax(in[0]), in[1]); },
+      {leaf({6, 10}, 26), target}, 1e-6);
+  compare(
+      "cross_entropy", [](auto& in) { return nn::cross_entropy(in[0], in[1]); },
+      {leaf({6, 10}, 27), target}, 1e-6);
   Tensor scores = random_tensor({6, 10}, 28);
   Tensor am = nn::argmax(scores.to(dev_));
   EXPECT_EQ(am.device(), dev_);
   EXPECT_EQ(am.to_vector_i64(), nn::argmax(scores).to_vector_i64());
-  EXPECT_EQ(nn::correct_count(scores.to(dev_), target.to(dev_)),
-            nn::correct_count(scores, target));
+  EXPECT_EQ(nn::correct_count(scores.to(dev_), target.to(dev_)), nn::correct_count(scores, target));
   Tensor bad = Tensor::from_vector_i64({3, 0, 10, 9, 1, 4}, {6});
   EXPECT_THROW(nn::nll_loss(nn::log_softmax(scores.to(dev_)), bad.to(dev_)), Error);
 }
@@ -205,11 +222,16 @@ TEST_P(DeviceOps, FiniteDifferenceGradients) {
   }
 }
 
-// One SGD (momentum) or Adam step of each model from the same initial weights, batch and
-// dropout masks: the loss, every updated parameter and every buffer must match the CPU's.
+// One SGD (momentum) step of each model (and Adam on the linear one) from the same initial weights,
+// batch and dropout masks: the loss, every updated parameter and every buffer must match the CPU's.
 TEST_P(DeviceOps, OneTrainingStepOfEachModelMatchesCpu) {
   for (const std::string name : {"simplecnn", "convnet", "net", "linear"}) {
     for (bool adam : {false, true}) {
+      // Adam's first step moves each weight by about lr * sign(grad): a gradient that is only
+      // rounding noise (a BN-normalised layer's bias, say) may flip sign between devices. So
+      // Adam is compared on the model without such weights; its kernel is checked exactly in
+      // tests/kernels/test_cuda_kernels.cpp.
+      if (adam && name != "linear") continue;
       Generator ig_c(7), dg_c(8), ig_d(7), dg_d(8);
       auto mc = nn::make_model(name, {}, ig_c, dg_c);
       auto md = nn::make_model(name, {}, ig_d, dg_d);
