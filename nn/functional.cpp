@@ -9,6 +9,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/conv2d.h"
@@ -159,6 +160,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
 }
 
 Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
+  trace::Scope ts("max_pool2d", "forward");
   check_dims("max_pool2d", "input", x, 4);
   kernels::Pool2dShape s{x.size(0), x.size(1), x.size(2), x.size(3), kernel, stride};
   ENGINE_CHECK(s.oh() > 0 && s.ow() > 0, "max_pool2d: input ", shape_str(x.shape()),
@@ -166,30 +168,24 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
   Shape out{s.n, s.c, s.oh(), s.ow()};
   const Device dev = x.device();
   Tensor y = Tensor::empty(out, DType::F32, dev);
-  if (dev.is_cuda()) {
-    // The int32 argmax indices on the device, in a 4-byte-element tensor (there is no I32 dtype).
-    Tensor arg = Tensor::empty(out, DType::F32, dev);
-    auto* a = static_cast<int32_t*>(arg.raw_data());
-    kg::max_pool2d_forward(dev.index, f(x), f(y), a, s);
-    record(y, "MaxPool2dBackward", {x}, [arg, a, s, dev, xs = x.shape()](const Tensor& dy) {
-      check_grad("max_pool2d", dy, dev);
-      Tensor dx = Tensor::empty(xs, DType::F32, dev);
-      kg::max_pool2d_backward(dev.index, f(dy), a, f(dx), s);
-      return std::vector<Tensor>{dx};
-    });
-    return y;
-  }
-  auto arg = std::make_shared<std::vector<int32_t>>(shape_numel(out));
-  kc::max_pool2d_forward(f(x), f(y), arg->data(), s);
-  record(y, "MaxPool2dBackward", {x}, [arg, s, xs = x.shape()](const Tensor& dy) {
-    Tensor dx = Tensor::empty(xs);
-    kc::max_pool2d_backward(f(dy), arg->data(), f(dx), s);
+  // The int32 argmax indices, in a 4-byte-element tensor (there is no I32 dtype): tensor storage
+  // comes from the pooled allocators, so no step pays fresh page faults for it.
+  Tensor arg = Tensor::empty(out, DType::F32, dev);
+  auto* a = static_cast<int32_t*>(arg.raw_data());
+  if (dev.is_cuda()) kg::max_pool2d_forward(dev.index, f(x), f(y), a, s);
+  else kc::max_pool2d_forward(f(x), f(y), a, s);
+  record(y, "MaxPool2dBackward", {x}, [arg, a, s, dev, xs = x.shape()](const Tensor& dy) {
+    check_grad("max_pool2d", dy, dev);
+    Tensor dx = Tensor::empty(xs, DType::F32, dev);
+    if (dev.is_cuda()) kg::max_pool2d_backward(dev.index, f(dy), a, f(dx), s);
+    else kc::max_pool2d_backward(f(dy), a, f(dx), s);
     return std::vector<Tensor>{dx};
   });
   return y;
 }
 
 Tensor relu(const Tensor& x) {
+  trace::Scope ts("relu", "forward");
   ENGINE_CHECK(x.defined(), "relu: input is undefined");
   const Device dev = x.device();
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
@@ -321,6 +317,7 @@ Tensor reshape(const Tensor& x, Shape shape) {
 Tensor flatten(const Tensor& x) { return reshape(x, {x.size(0), -1}); }
 
 Tensor log_softmax(const Tensor& x) {
+  trace::Scope ts("log_softmax", "forward");
   check_dims("log_softmax", "input", x, 2);
   int64_t n = x.size(0), c = x.size(1);
   const Device dev = x.device();
@@ -338,6 +335,7 @@ Tensor log_softmax(const Tensor& x) {
 }
 
 Tensor nll_loss(const Tensor& logp, const Tensor& target) {
+  trace::Scope ts("nll_loss", "forward");
   check_dims("nll_loss", "input", logp, 2);
   check_dims("nll_loss", "target", target, 1);
   ENGINE_CHECK(target.dtype() == DType::I64, "nll_loss: target must be int64");

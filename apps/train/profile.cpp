@@ -8,6 +8,8 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -41,6 +43,19 @@ std::string profile_table(const std::string& trace_json) {
         e.at("args").at("name").as_string() == "main")
       main_tid = e.at("tid").as_int();
 
+  // Only what happens inside training steps counts (evaluation runs the same layers).
+  std::vector<std::pair<double, double>> steps_at;  // (start, end) of each step, sorted
+  for (const Json& e : doc.at("traceEvents").items())
+    if (e.at("ph").as_string() == "X" && e.at("pid").as_int() == 0 &&
+        e.at("tid").as_int() == main_tid && e.at("cat").as_string() == "step")
+      steps_at.emplace_back(e.at("ts").as_double(),
+                            e.at("ts").as_double() + e.at("dur").as_double());
+  std::sort(steps_at.begin(), steps_at.end());
+  auto in_step = [&](double ts) {
+    auto it = std::upper_bound(steps_at.begin(), steps_at.end(), std::make_pair(ts, 1e300));
+    return it != steps_at.begin() && ts < std::prev(it)->second;
+  };
+
   std::vector<std::string> order;  // layers in first-seen (forward) order
   std::map<std::string, Row> layers;
   std::map<std::string, double> phase_us;
@@ -51,6 +66,7 @@ std::string profile_table(const std::string& trace_json) {
       continue;
     const std::string name = e.at("name").as_string(), cat = e.at("cat").as_string();
     const double dur = e.at("dur").as_double();
+    if (cat != "data" && cat != "step" && !in_step(e.at("ts").as_double())) continue;
     auto layer = [&](const std::string& n) -> Row& {
       if (!layers.count(n)) order.push_back(n);
       return layers[n];

@@ -27,18 +27,18 @@ constexpr int64_t kMaxNJ = kMaxNJ1;
 
 // tmp (NJ, 16*OCV) = one tile; xrow = xp + oh*Wp + ow0.
 template <int OCV, int NJ>
-void forward_tile(const float* xrow, const Geometry& g, const float* w, const float* bias,
-                  float* tmp) {
+void forward_tile(const float* xrow, const Geometry& g, int64_t kh_lo, int64_t kh_hi,
+                  const float* w, const float* bias, float* tmp) {
   __m512 acc[NJ][OCV];
   for (int v = 0; v < OCV; ++v) {
     __m512 b = bias ? _mm512_loadu_ps(bias + v * kLanes) : _mm512_setzero_ps();
     for (int j = 0; j < NJ; ++j) acc[j][v] = b;
   }
   const int64_t plane = g.plane(), wp = g.wp, kw = g.kw;
-  const float* wk = w;
   for (int64_t ci = 0; ci < g.c_in; ++ci)
-    for (int64_t kh = 0; kh < g.kh; ++kh) {
+    for (int64_t kh = kh_lo; kh < kh_hi; ++kh) {
       const float* row = xrow + ci * plane + kh * wp;
+      const float* wk = w + (ci * g.kh + kh) * kw * OCV * kLanes;
       for (int64_t c = 0; c < kw; ++c, wk += OCV * kLanes) {
         __m512 wv[OCV];
         for (int v = 0; v < OCV; ++v) wv[v] = _mm512_loadu_ps(wk + v * kLanes);
@@ -61,18 +61,18 @@ void forward_tile(const float* xrow, const Geometry& g, const float* w, const fl
 // reads it (NJ + KW - 1 broadcasts instead of NJ * KW): broadcasts, not FMAs, bound the generic
 // tile when OCV is 1.
 template <int OCV, int NJ, int KW>
-void forward_tile_kw(const float* xrow, const Geometry& g, const float* w, const float* bias,
-                     float* tmp) {
+void forward_tile_kw(const float* xrow, const Geometry& g, int64_t kh_lo, int64_t kh_hi,
+                     const float* w, const float* bias, float* tmp) {
   __m512 acc[NJ][OCV];
   for (int v = 0; v < OCV; ++v) {
     __m512 b = bias ? _mm512_loadu_ps(bias + v * kLanes) : _mm512_setzero_ps();
     for (int j = 0; j < NJ; ++j) acc[j][v] = b;
   }
   const int64_t plane = g.plane(), wp = g.wp;
-  const float* wk = w;
   for (int64_t ci = 0; ci < g.c_in; ++ci)
-    for (int64_t kh = 0; kh < g.kh; ++kh, wk += KW * OCV * kLanes) {
+    for (int64_t kh = kh_lo; kh < kh_hi; ++kh) {
       const float* row = xrow + ci * plane + kh * wp;
+      const float* wk = w + (ci * g.kh + kh) * KW * OCV * kLanes;
       __m512 wv[KW][OCV];
       for (int c = 0; c < KW; ++c)
         for (int v = 0; v < OCV; ++v) wv[c][v] = _mm512_loadu_ps(wk + (c * OCV + v) * kLanes);
@@ -91,7 +91,8 @@ void forward_tile_kw(const float* xrow, const Geometry& g, const float* w, const
     for (int v = 0; v < OCV; ++v) _mm512_storeu_ps(tmp + (j * OCV + v) * kLanes, acc[j][v]);
 }
 
-using ForwardTile = void (*)(const float*, const Geometry&, const float*, const float*, float*);
+using ForwardTile = void (*)(const float*, const Geometry&, int64_t, int64_t, const float*,
+                             const float*, float*);
 
 // Widest tiles of forward_tile_kw within 31 registers: NJ*OCV accumulators + KW*OCV weights + 1.
 constexpr int kw_max_nj(int ocv, int kw) {
@@ -152,6 +153,7 @@ struct FilterArgs {
   const float* xs;
   const float* dyt;
   int64_t count, plane, sample, wp, oh, ow, cpad;
+  int64_t top, rows;  // data rows of the padded planes (Geometry)
 };
 
 // out[(r*KW + c)*cpad + 16v + lane] = sum over samples and positions, for kernel rows at
@@ -159,7 +161,7 @@ struct FilterArgs {
 // A row's last step may run past OW: its extra dy vectors are zero, and the inputs it reads
 // (the next row, or the buffer's zero slack) are finite, so they add nothing.
 template <int OCV, int KW, int R>
-void filter_tile(const FilterArgs& a, const int64_t* row_off, float* out) {
+void filter_tile(const FilterArgs& a, const int64_t* row_off, const int64_t* kh_of, float* out) {
   constexpr int JB = jb_for(OCV);
   __m512 acc[R][KW][OCV];
   for (int r = 0; r < R; ++r)
@@ -170,7 +172,11 @@ void filter_tile(const FilterArgs& a, const int64_t* row_off, float* out) {
     const float* d = a.dyt + s * a.oh * a.ow * a.cpad;
     for (int64_t i = 0; i < a.oh; ++i) {
       const float* rows[R];
-      for (int r = 0; r < R; ++r) rows[r] = xs + row_off[r] + i * a.wp;
+      bool data[R];  // kernel row r reads a data row (else only zero padding: skipped)
+      for (int r = 0; r < R; ++r) {
+        rows[r] = xs + row_off[r] + i * a.wp;
+        data[r] = i + kh_of[r] >= a.top && i + kh_of[r] < a.top + a.rows;
+      }
       for (int64_t j0 = 0; j0 < a.ow; j0 += JB, d += JB * a.cpad) {
         const int64_t valid = std::min<int64_t>(JB, a.ow - j0);
         __m512 dv[JB][OCV];
@@ -179,6 +185,7 @@ void filter_tile(const FilterArgs& a, const int64_t* row_off, float* out) {
             dv[j][v] = j < valid ? _mm512_loadu_ps(d + j * a.cpad + v * kLanes)
                                  : _mm512_setzero_ps();
         for (int r = 0; r < R; ++r) {
+          if (!data[r]) continue;
           const float* x = rows[r] + j0;
 #pragma GCC unroll 16
           for (int col = 0; col < JB + KW - 1; ++col) {
@@ -202,7 +209,7 @@ void filter_tile(const FilterArgs& a, const int64_t* row_off, float* out) {
         _mm512_storeu_ps(out + (r * KW + c) * a.cpad + v * kLanes, acc[r][c][v]);
 }
 
-using FilterTile = void (*)(const FilterArgs&, const int64_t*, float*);
+using FilterTile = void (*)(const FilterArgs&, const int64_t*, const int64_t*, float*);
 
 template <int OCV, int KW, int R = 1>
 FilterTile pick_filter(int r) {
@@ -245,7 +252,9 @@ void cv_conv_sample(const float* xp, const Geometry& g, const float* wcv, const 
                            : kw5 ? kw_max_nj(static_cast<int>(ocv), 5)
                                  : (ocv == 1 ? kMaxNJ1 : kMaxNJ2);
     Blocks jb(ow, max_nj);
-    for (int64_t i = 0; i < oh; ++i)
+    for (int64_t i = 0; i < oh; ++i) {
+      int64_t kh_lo, kh_hi;
+      g.kernel_rows(i, &kh_lo, &kh_hi);
       for (int64_t e = 0; e < jb.nb; ++e) {
         const int64_t j0 = jb.start(e), nj = jb.size(e);
         ForwardTile tile = ocv == 1 ? (kw3   ? kForward1K3[nj - 1]
@@ -254,9 +263,10 @@ void cv_conv_sample(const float* xp, const Geometry& g, const float* wcv, const 
                                     : (kw3   ? kForward2K3[nj - 1]
                                        : kw5 ? kForward2K5[nj - 1]
                                              : kForward2[nj - 1]);
-        tile(xp + i * g.wp + j0, g, wb, bb, tmp);
+        tile(xp + i * g.wp + j0, g, kh_lo, kh_hi, wb, bb, tmp);
         store_transposed(tmp, ocv, nj, n_ch, y + kLanes * v0 * out_plane + i * ow + j0, out_plane);
       }
+    }
   }
 }
 
@@ -271,15 +281,19 @@ void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geo
   for (int64_t b = 0; b < vb.nb; ++b) {
     const int ocv = static_cast<int>(vb.size(b));
     const int64_t v0 = vb.start(b);
-    FilterArgs a{xs, dyt + v0 * kLanes, count, plane, g.c_in * plane, g.wp, g.oh(), g.ow(), cpad};
+    FilterArgs a{xs,     dyt + v0 * kLanes, count, plane, g.c_in * plane, g.wp, g.oh(), g.ow(),
+                 cpad,   g.top,             g.rows};
     Blocks rb(rows, g.kw == 3 ? rmax(ocv, 3) : rmax(ocv, 5));
     for (int64_t e = 0; e < rb.nb; ++e) {
       const int64_t r0 = rb.start(e);
       const int r = static_cast<int>(rb.size(e));
-      int64_t row_off[8];
-      for (int i = 0; i < r; ++i) row_off[i] = (r0 + i) / g.kh * plane + (r0 + i) % g.kh * g.wp;
+      int64_t row_off[8], kh_of[8];
+      for (int i = 0; i < r; ++i) {
+        kh_of[i] = (r0 + i) % g.kh;
+        row_off[i] = (r0 + i) / g.kh * plane + kh_of[i] * g.wp;
+      }
       FilterTile tile = g.kw == 3 ? pick_filter<3>(ocv, r) : pick_filter<5>(ocv, r);
-      tile(a, row_off, part + r0 * g.kw * cpad + v0 * kLanes);
+      tile(a, row_off, kh_of, part + r0 * g.kw * cpad + v0 * kLanes);
     }
   }
 }

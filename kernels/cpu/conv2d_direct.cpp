@@ -73,12 +73,12 @@ namespace {
 constexpr int64_t kChunkFloats = 1 << 17;  // backward-filter chunk budget (512 KiB of L2)
 
 Geometry forward_geometry(const Conv2dShape& s) {
-  return {s.c_in, s.h + 2 * s.pad, s.w + 2 * s.pad, s.c_out, s.kh, s.kw};
+  return {s.c_in, s.h + 2 * s.pad, s.w + 2 * s.pad, s.c_out, s.kh, s.kw, s.pad, s.h};
 }
 // dx = conv(dy padded by k-1-pad, flipped transposed filter): Cout in, Cin out.
 Geometry data_geometry(const Conv2dShape& s) {
-  return {s.c_out, s.oh() + 2 * (s.kh - 1 - s.pad), s.ow() + 2 * (s.kw - 1 - s.pad), s.c_in, s.kh,
-          s.kw};
+  const int64_t pt = s.kh - 1 - s.pad, pl = s.kw - 1 - s.pad;
+  return {s.c_out, s.oh() + 2 * pt, s.ow() + 2 * pl, s.c_in, s.kh, s.kw, pt, s.oh()};
 }
 
 // Flat wastes the padded columns (Wp - OW of every Wp); cv wastes channels up to a multiple of

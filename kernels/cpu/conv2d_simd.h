@@ -29,12 +29,20 @@ struct Blocks {
 };
 
 // A stride-1 convolution over an already padded input: xp (Cin, Hp, Wp) -> y (Cout, OH, OW).
+// Rows [top, top + rows) of each padded plane hold data, the others are zero padding, which
+// the channel-vector kernels skip (kernel rows that would only multiply zeros).
 struct Geometry {
   int64_t c_in, hp, wp, c_out, kh, kw;
+  int64_t top, rows;
   int64_t oh() const { return hp - kh + 1; }
   int64_t ow() const { return wp - kw + 1; }
   int64_t plane() const { return hp * wp; }
   int64_t k() const { return c_in * kh * kw; }
+  // Kernel rows [*lo, *hi) read data rows for output row i.
+  void kernel_rows(int64_t i, int64_t* lo, int64_t* hi) const {
+    *lo = top - i > 0 ? top - i : 0;
+    *hi = top + rows - i < kh ? top + rows - i : kh;
+  }
 };
 
 // dst (Hp, Wp) = src (H, W) placed at row pt, column pl, zeros elsewhere.

@@ -22,6 +22,32 @@ int64_t grain(const Pool2dShape& s) {
   return std::max<int64_t>(1, 16384 / (s.h * s.w));
 }
 
+// The tutorials' 2x2, stride-2 window: compare-and-select without branches (conv outputs make
+// the comparisons unpredictable), same result and same NaN rule as max_pool_window.
+void pool_plane_2x2(const float* xp, float* yp, int32_t* ap, int64_t w, int64_t oh, int64_t ow) {
+  for (int64_t i = 0; i < oh; ++i) {
+    const float* r0 = xp + 2 * i * w;
+    const float* r1 = r0 + w;
+    const int32_t base = static_cast<int32_t>(2 * i * w);
+    for (int64_t j = 0; j < ow; ++j) {
+      const int32_t c = static_cast<int32_t>(2 * j);
+      float best = r0[c];
+      int32_t bi = base + c;
+      const float v[3] = {r0[c + 1], r1[c], r1[c + 1]};
+      const int32_t vi[3] = {base + c + 1, base + static_cast<int32_t>(w) + c,
+                             base + static_cast<int32_t>(w) + c + 1};
+      for (int q = 0; q < 3; ++q) {
+        // As max_pool_window: a larger value wins, and so does any NaN (the last one).
+        const bool take = (v[q] > best) | (v[q] != v[q]);
+        best = take ? v[q] : best;
+        bi = take ? vi[q] : bi;
+      }
+      yp[i * ow + j] = best;
+      ap[i * ow + j] = bi;
+    }
+  }
+}
+
 }  // namespace
 
 void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
@@ -32,6 +58,10 @@ void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShap
       const float* xp = x + p * in_plane;
       float* yp = y + p * out_plane;
       int32_t* ap = arg + p * out_plane;
+      if (s.k == 2 && s.stride == 2) {
+        pool_plane_2x2(xp, yp, ap, s.w, oh, ow);
+        continue;
+      }
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j)
           yp[i * ow + j] =
