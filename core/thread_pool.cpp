@@ -116,7 +116,7 @@ int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()
 
 void set_num_threads(int n) {
   pool().resize(n);
-  openblas_set_num_threads(std::max(1, n));
+  openblas_set_num_threads(1);  // see thread_pool.h
 }
 
 int num_threads() { return pool().size(); }

@@ -7,7 +7,8 @@
 
 namespace engine {
 
-void set_num_threads(int n);  // also sets OpenBLAS's thread count
+// OpenBLAS is kept single-threaded: kernels split GEMMs over this pool themselves.
+void set_num_threads(int n);
 int num_threads();
 int hardware_threads();
 

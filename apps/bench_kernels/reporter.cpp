@@ -28,6 +28,14 @@ std::string counter(const benchmark::BenchmarkReporter::Run& run, const char* ke
 
 }  // namespace
 
+bool TableReporter::ReportContext(const Context& context) {
+  name_field_width_ = context.name_field_width;
+  printed_header_ = false;
+  prev_counters_.clear();
+  PrintBasicContext(&GetOutputStream(), context);
+  return true;
+}
+
 void TableReporter::PrintHeader(const Run&) {
   char line[256];
   std::snprintf(line, sizeof line, "%-*s %12s %10s %9s %8s %7s %9s\n",

@@ -10,6 +10,10 @@ class TableReporter : public benchmark::ConsoleReporter {
  public:
   TableReporter() : benchmark::ConsoleReporter(OO_None) {}
 
+  // The run's context (machine, load, our ceilings) on stdout, before the table; Google
+  // Benchmark's console reporter sends it to stderr.
+  bool ReportContext(const Context& context) override;
+
  protected:
   void PrintHeader(const Run& run) override;
   void PrintRunData(const Run& run) override;

@@ -1,10 +1,13 @@
-// kernels/cpu/linear.cpp: the fully connected layer as three row-major sgemm calls, no copies.
-// OpenBLAS threads itself (engine::set_num_threads sets its thread count).
+// kernels/cpu/linear.cpp: the fully connected layer as row-major sgemm calls, no copies.
+// OpenBLAS runs single-threaded (its idle threads spin and would take the cores our pool needs);
+// our pool splits each product into row blocks, one sgemm per thread: every output element is
+// computed by one thread in a fixed order, so results do not depend on timing.
 #include "kernels/cpu/linear.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -17,6 +20,12 @@ void check(const LinearShape& s, const char* what) {
                " out ", s.out);
 }
 
+// Rows [0, rows) split over the pool; fn(r0, r1) computes the output rows r0..r1.
+void by_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64_t, int64_t)>& fn) {
+  // Below ~1 MFLOP per task, one thread is faster than waking another.
+  parallel_for(rows, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, work_per_row)), fn);
+}
+
 }  // namespace
 
 void linear_forward(const float* x, const float* w, const float* b, float* y,
@@ -25,15 +34,19 @@ void linear_forward(const float* x, const float* w, const float* b, float* y,
   if (s.n == 0) return;
   if (b)
     for (int64_t i = 0; i < s.n; ++i) std::copy(b, b + s.out, y + i * s.out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.n, s.out, s.in, 1.f, x, s.in, w, s.in,
-              b ? 1.f : 0.f, y, s.out);
+  by_rows(s.n, s.out * s.in, [&](int64_t r0, int64_t r1) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, s.out, s.in, 1.f, x + r0 * s.in,
+                s.in, w, s.in, b ? 1.f : 0.f, y + r0 * s.out, s.out);
+  });
 }
 
 void linear_backward_data(const float* dy, const float* w, float* dx, const LinearShape& s) {
   check(s, "linear_backward_data");
   if (s.n == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.n, s.in, s.out, 1.f, dy, s.out, w, s.in,
-              0.f, dx, s.in);
+  by_rows(s.n, s.in * s.out, [&](int64_t r0, int64_t r1) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, s.in, s.out, 1.f,
+                dy + r0 * s.out, s.out, w, s.in, 0.f, dx + r0 * s.in, s.in);
+  });
 }
 
 void linear_backward_weight(const float* dy, const float* x, float* dw, const LinearShape& s,
@@ -43,8 +56,11 @@ void linear_backward_weight(const float* dy, const float* x, float* dw, const Li
     for (int64_t i = 0; i < s.out * s.in; ++i) dw[i] = beta == 0.f ? 0.f : beta * dw[i];
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.out, s.in, s.n, 1.f, dy, s.out, x, s.in,
-              beta, dw, s.in);
+  // dw rows (output features) split over threads: dw[o0:o1] = dy[:, o0:o1]^T x.
+  by_rows(s.out, s.in * s.n, [&](int64_t o0, int64_t o1) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, s.in, s.n, 1.f, dy + o0, s.out,
+                x, s.in, beta, dw + o0 * s.in, s.in);
+  });
 }
 
 void linear_backward_bias(const float* dy, float* db, const LinearShape& s, float beta) {

@@ -1,6 +1,8 @@
 // kernels/cpu/pool.cpp: max pooling loops around kernels/pool.h, parallel over (n, c) planes.
 #include "kernels/cpu/pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -22,29 +24,59 @@ int64_t grain(const Pool2dShape& s) {
   return std::max<int64_t>(1, 16384 / (s.h * s.w));
 }
 
-// The tutorials' 2x2, stride-2 window: compare-and-select without branches (conv outputs make
-// the comparisons unpredictable), same result and same NaN rule as max_pool_window.
+#if defined(__AVX512F__)
+// 16 outputs of one output row at a time: even and odd columns of the two input rows are split
+// with permutes, then compared and selected under masks, in max_pool_window's order.
+void pool_row_2x2_avx512(const float* r0, const float* r1, float* y, int32_t* a, int64_t ow,
+                         int32_t base0, int32_t base1) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t j = 0; j < ow; j += 16) {
+    const int64_t n = std::min<int64_t>(16, ow - j);
+    const __mmask16 lo = static_cast<__mmask16>(n >= 8 ? 0xFFFF : (1u << (2 * n)) - 1);
+    const __mmask16 hi = static_cast<__mmask16>(n > 8 ? (1u << (2 * (n - 8))) - 1 : 0);
+    const __mmask16 out = static_cast<__mmask16>((1u << n) - 1);
+    const float* p0 = r0 + 2 * j;
+    const float* p1 = r1 + 2 * j;
+    const __m512 a0 = _mm512_maskz_loadu_ps(lo, p0), a1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+    const __m512 v[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
+                         _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
+    const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * j)), even);
+    const __m512i vi[4] = {_mm512_add_epi32(col, _mm512_set1_epi32(base0)),
+                           _mm512_add_epi32(col, _mm512_set1_epi32(base0 + 1)),
+                           _mm512_add_epi32(col, _mm512_set1_epi32(base1)),
+                           _mm512_add_epi32(col, _mm512_set1_epi32(base1 + 1))};
+    __m512 best = v[0];
+    __m512i bi = vi[0];
+    for (int q = 1; q < 4; ++q) {
+      // A larger value wins, and so does any NaN (the last one).
+      const __mmask16 take = _mm512_cmp_ps_mask(v[q], best, _CMP_GT_OQ) |
+                             _mm512_cmp_ps_mask(v[q], v[q], _CMP_UNORD_Q);
+      best = _mm512_mask_blend_ps(take, best, v[q]);
+      bi = _mm512_mask_blend_epi32(take, bi, vi[q]);
+    }
+    _mm512_mask_storeu_ps(y + j, out, best);
+    _mm512_mask_storeu_epi32(a + j, out, bi);
+  }
+}
+#endif
+
+// The tutorials' 2x2, stride-2 window (same result and NaN rule as max_pool_window).
 void pool_plane_2x2(const float* xp, float* yp, int32_t* ap, int64_t w, int64_t oh, int64_t ow) {
   for (int64_t i = 0; i < oh; ++i) {
     const float* r0 = xp + 2 * i * w;
     const float* r1 = r0 + w;
-    const int32_t base = static_cast<int32_t>(2 * i * w);
+    const int32_t base0 = static_cast<int32_t>(2 * i * w), base1 = base0 + static_cast<int32_t>(w);
+#if defined(__AVX512F__)
+    pool_row_2x2_avx512(r0, r1, yp + i * ow, ap + i * ow, ow, base0, base1);
+#else
     for (int64_t j = 0; j < ow; ++j) {
-      const int32_t c = static_cast<int32_t>(2 * j);
-      float best = r0[c];
-      int32_t bi = base + c;
-      const float v[3] = {r0[c + 1], r1[c], r1[c + 1]};
-      const int32_t vi[3] = {base + c + 1, base + static_cast<int32_t>(w) + c,
-                             base + static_cast<int32_t>(w) + c + 1};
-      for (int q = 0; q < 3; ++q) {
-        // As max_pool_window: a larger value wins, and so does any NaN (the last one).
-        const bool take = (v[q] > best) | (v[q] != v[q]);
-        best = take ? v[q] : best;
-        bi = take ? vi[q] : bi;
-      }
-      yp[i * ow + j] = best;
-      ap[i * ow + j] = bi;
+      int32_t arg;
+      yp[i * ow + j] = max_pool_window(xp, w, 2 * i, 2 * j, 2, &arg);
+      ap[i * ow + j] = arg;
     }
+#endif
   }
 }
 
