@@ -58,13 +58,14 @@ void apply(const float* src, float* dst, int64_t count, float p, uint64_t seed, 
   const int64_t groups = (count + 3) / 4, blocks = (groups + kLanes - 1) / kLanes;
   parallel_for(blocks, kGrain / (4 * kLanes), [&](int64_t b0, int64_t b1) {
     uint32_t r[4][kLanes];
+    float u[4 * kLanes];  // the block's uniforms in element order: u[4l + j] = word j of lane l
     for (int64_t b = b0; b < b1; ++b) {
       philox_lanes(seed, offset + static_cast<uint64_t>(b * kLanes), r);
       for (int l = 0; l < kLanes; ++l)
-        for (int j = 0; j < 4; ++j) {
-          int64_t i = (b * kLanes + l) * 4 + j;
-          if (i < count) dst[i] = dropout_apply(src[i], uint_to_unit_float(r[j][l]) >= p, scale);
-        }
+        for (int j = 0; j < 4; ++j) u[4 * l + j] = uint_to_unit_float(r[j][l]);
+      const int64_t first = b * kLanes * 4, n = std::min<int64_t>(4 * kLanes, count - first);
+      for (int64_t i = 0; i < n; ++i)
+        dst[first + i] = dropout_apply(src[first + i], u[i] >= p, scale);
     }
   });
 }
