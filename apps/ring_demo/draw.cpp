@@ -3,6 +3,8 @@
 // right neighbour's.
 #include "apps/ring_demo/draw.h"
 
+#include "apps/svg_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -43,35 +45,9 @@ constexpr const char* kScript = R"(<script>
 </script>
 )";
 
-std::string str(const char* fmt, auto... args) {
-  std::string out(static_cast<size_t>(std::snprintf(nullptr, 0, fmt, args...)), '\0');
-  std::snprintf(out.data(), out.size() + 1, fmt, args...);
-  return out;
-}
 
-// Text for XML and HTML: markup characters as entities.
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+std::string str(const char* f, auto... args) { return apps::fmt(f, args...); }
+std::string esc(const std::string& s) { return apps::xml_escape(s); }
 
 std::string rank_colour(int r) {
   static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",

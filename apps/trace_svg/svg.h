@@ -1,21 +1,15 @@
 // apps/trace_svg/svg.h: the few SVG-writing helpers the timeline needs: printf into a string,
 // XML escaping, category colours, text width estimates and round axis ticks.
 #pragma once
+#include "apps/svg_text.h"
 #include <cstdio>
 #include <string>
 #include <vector>
 
 namespace engine::trace_svg {
 
-template <class... Args>
-std::string fmt(const char* f, Args... args) {
-  std::string out(static_cast<size_t>(std::snprintf(nullptr, 0, f, args...)), '\0');
-  std::snprintf(out.data(), out.size() + 1, f, args...);
-  return out;
-}
-
-// Text for XML character data and attribute values (control characters dropped).
-std::string xml_escape(const std::string& s);
+using apps::fmt;
+using apps::xml_escape;
 
 // Fill colour of a category ("#rrggbb"); unknown categories share one neutral colour.
 const char* category_colour(const std::string& category);

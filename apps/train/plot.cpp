@@ -1,6 +1,8 @@
 // apps/train/plot.cpp: see plot.h. Plain SVG 1.1: lines, polylines, circles and text; no script.
 #include "apps/train/plot.h"
 
+#include "apps/svg_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,34 +18,9 @@ constexpr const char* kLossColour = "#1f77b4";
 constexpr const char* kLossLight = "#a6c8e6";
 constexpr const char* kAccColour = "#d62728";
 
-std::string str(const char* fmt, auto... args) {
-  std::string out(static_cast<size_t>(std::snprintf(nullptr, 0, fmt, args...)), '\0');
-  std::snprintf(out.data(), out.size() + 1, fmt, args...);
-  return out;
-}
 
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
-    }
-  }
-  return out;
-}
+std::string str(const char* f, auto... args) { return fmt(f, args...); }
+std::string esc(const std::string& s) { return xml_escape(s); }
 
 std::string label(double v) {
   return str("%.6g", std::fabs(v) < 1e-12 ? 0.0 : v);
