@@ -11,6 +11,7 @@
 // Times are microseconds of the monotonic clock (steady_clock), which all processes of one host
 // share, so the files of several ranks merged with merge_files() line up.
 #pragma once
+#include "core/json_string.h"
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -56,7 +57,7 @@ void write(const std::string& path);
 void merge_files(const std::vector<std::string>& inputs, const std::string& path);
 
 // Appends s to out as a JSON string literal (quotes included), escaping as RFC 8259 requires.
-void append_json_string(std::string& out, std::string_view s);
+using ::engine::append_json_string;  // core/json_string.h
 
 // Records the time from construction to destruction as one event on the calling thread.
 // Names are copied only when recording is on, so dynamic names cost nothing when it is off.

@@ -1,6 +1,8 @@
 // nn/json.cpp: the JSON value, its writer and a strict recursive-descent parser (RFC 8259).
 #include "nn/json.h"
 
+#include "core/json_string.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -186,45 +188,7 @@ bool operator==(const Json& a, const Json& b) {
   return false;
 }
 
-void json_escape(std::string& out, std::string_view s) {
-  static const char* kHex = "0123456789abcdef";
-  out += '"';
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (u < 0x20) {
-          out += "\\u00";
-          out += kHex[u >> 4];
-          out += kHex[u & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
+void json_escape(std::string& out, std::string_view s) { append_json_string(out, s); }
 
 void Json::dump_to(std::string& out, int indent, int depth) const {
   switch (type_) {
