@@ -1,10 +1,11 @@
-// comm/reduce.cpp: see reduce.h. Plain loops: the compiler vectorises them (-O3 -march=native).
+// comm/reduce.cpp: see reduce.h.
 #include "comm/reduce.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include "core/error.h"
+#include "kernels/cpu/reduce.h"
 
 namespace engine::comm {
 
@@ -38,42 +39,40 @@ ReduceOp reduce_op_from_name(const std::string& s) {
 void check_reduce_supported(DType dt, ReduceOp op) {
   ENGINE_CHECK(op != ReduceOp::AVG || dt == DType::F32,
                "reduce op AVG needs a floating dtype, got ", dtype_name(dt));
+  ENGINE_CHECK(dt != DType::U8, "reduce op ", reduce_op_name(op), " on U8: only F32 and I64 reduce");
 }
 
 namespace {
 
-template <class T>
-void reduce_loop(T* __restrict d, const T* __restrict s, size_t n, ReduceOp op) {
+kernels::ReduceOp kernel_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::SUM:
-    case ReduceOp::AVG:
-      for (size_t i = 0; i < n; ++i) d[i] += s[i];
-      break;
+    case ReduceOp::AVG:  // combined as a sum; divide_by finishes it
+      return kernels::ReduceOp::kSum;
     case ReduceOp::PROD:
-      for (size_t i = 0; i < n; ++i) d[i] *= s[i];
-      break;
+      return kernels::ReduceOp::kProd;
     case ReduceOp::MAX:
-      for (size_t i = 0; i < n; ++i) d[i] = std::max(d[i], s[i]);
-      break;
+      return kernels::ReduceOp::kMax;
     case ReduceOp::MIN:
-      for (size_t i = 0; i < n; ++i) d[i] = std::min(d[i], s[i]);
-      break;
+      return kernels::ReduceOp::kMin;
   }
+  return kernels::ReduceOp::kSum;
 }
 
 }  // namespace
 
+// The element loops are kernels/'s (one owner: the same code the kernel benchmark times).
 void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op) {
+  const auto n = static_cast<int64_t>(count);
   switch (dt) {
     case DType::F32:
-      reduce_loop(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
-      return;
+      return kernels::cpu::reduce_into(static_cast<float*>(dst), static_cast<const float*>(src), n,
+                                       kernel_op(op));
     case DType::I64:
-      reduce_loop(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count, op);
-      return;
+      return kernels::cpu::reduce_into(static_cast<int64_t*>(dst),
+                                       static_cast<const int64_t*>(src), n, kernel_op(op));
     case DType::U8:
-      reduce_loop(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
-      return;
+      ENGINE_FAIL("reductions of U8 buffers are not supported (F32 and I64 are)");
   }
 }
 

@@ -1,5 +1,5 @@
 // comm/reduce.h: reduction operators and the element loops collectives combine buffers with
-// (dst[i] = dst[i] op src[i]). Kept in comm so collectives do not depend on kernels/.
+// (dst[i] = dst[i] op src[i]); the loops themselves are kernels/cpu/reduce.h's.
 #pragma once
 #include <cstddef>
 #include <cstdint>
