@@ -37,8 +37,7 @@ const char* sync_mode_name(SyncMode m) {
 GradSync::GradSync(Communicator& comm, NamedParams params, SyncMode mode, size_t bucket_bytes)
     : comm_(comm), params_(std::move(params)), mode_(mode) {
   for (auto& [n, p] : params_)
-    ENGINE_CHECK(p.dtype() == DType::F32 && p.device().is_cpu(), "gradient sync: parameter '", n,
-                 "' must be a float32 CPU tensor");
+    ENGINE_CHECK(p.dtype() == DType::F32, "gradient sync: parameter '", n, "' must be float32");
   if (mode_ != SyncMode::Bucketed) return;
   ENGINE_CHECK(bucket_bytes >= 4, "gradient sync: bucket size ", bucket_bytes,
                " bytes is too small");
@@ -94,7 +93,8 @@ void GradSync::begin() {
 void GradSync::on_grad_ready(size_t i, const Tensor& g) {
   if (!armed_) return;
   Bucket* b = buckets_[bucket_of_[i]];
-  std::memcpy(b->flat.data<float>() + offset_of_[i], g.data<float>(), g.nbytes());
+  // The bucket lives in host memory; a CUDA gradient is staged through it (a copy to the host).
+  b->flat.flat_slice(static_cast<int64_t>(offset_of_[i]), g.numel()).copy_from(g);
   if (--b->pending == 0) launch(bucket_of_[i]);
 }
 
@@ -120,7 +120,8 @@ void GradSync::finish() {
       if (b->launched) continue;
       for (size_t i : bucket_params_[k])
         if (!params_[i].second.grad().defined())
-          std::memset(b->flat.data<float>() + offset_of_[i], 0, params_[i].second.nbytes());
+          b->flat.flat_slice(static_cast<int64_t>(offset_of_[i]), params_[i].second.numel())
+              .fill_(0.0f);
       launch(k);
     }
     {
@@ -129,16 +130,16 @@ void GradSync::finish() {
     }
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor& p = params_[i].second;
-      if (!p.grad().defined()) p.set_grad(Tensor::empty(p.shape()));
-      std::memcpy(p.grad().data<float>(),
-                  buckets_[bucket_of_[i]]->flat.data<float>() + offset_of_[i], p.nbytes());
+      if (!p.grad().defined()) p.set_grad(Tensor::empty(p.shape(), DType::F32, p.device()));
+      p.grad().copy_from(buckets_[bucket_of_[i]]->flat.flat_slice(
+          static_cast<int64_t>(offset_of_[i]), p.numel()));
     }
     return;
   }
   trace::Scope ts(mode_ == SyncMode::AllReduce ? "allreduce" : "reduce+broadcast", "comm");
   for (auto& [n, p] : params_) {
-    if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape()));
-    Tensor g = p.grad();
+    if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), DType::F32, p.device()));
+    Tensor g = p.grad().to(Device::cpu());  // CUDA gradients are staged through the host
     if (mode_ == SyncMode::AllReduce) {
       comm_.all_reduce(g, ReduceOp::SUM);
       g.mul_(1.0f / static_cast<float>(world));
@@ -147,11 +148,20 @@ void GradSync::finish() {
       if (comm_.rank() == 0) g.mul_(1.0f / static_cast<float>(world));
       comm_.broadcast(g, 0);
     }
+    if (!p.grad().device().is_cpu()) p.grad().copy_from(g);
   }
 }
 
 void broadcast_tensors(Communicator& comm, const NamedParams& tensors, int root) {
-  for (auto& [n, t] : tensors) comm.broadcast(t, root);
+  for (auto& [n, t] : tensors) {
+    if (t.device().is_cpu()) {
+      comm.broadcast(t, root);
+    } else {  // staged through the host
+      Tensor h = t.to(Device::cpu());
+      comm.broadcast(h, root);
+      Tensor(t).copy_from(h);
+    }
+  }
 }
 
 }  // namespace engine::comm

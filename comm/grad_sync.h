@@ -6,7 +6,8 @@
 //                    (the order backward makes them); a bucket's all_reduce starts on the
 //                    communication thread as soon as its last gradient is final (parameter hook),
 //                    overlapping the rest of backward; finish() waits and unpacks.
-// It sees tensors and hooks only, never a model.
+// It sees tensors and hooks only, never a model. Gradients on a CUDA device are staged through
+// host memory (the ring's transports carry host buffers).
 #pragma once
 #include <cstddef>
 #include <memory>

@@ -148,6 +148,16 @@ Tensor Tensor::view(const Shape& shape) const {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::flat_slice(int64_t offset, int64_t count) const {
+  ENGINE_CHECK(offset >= 0 && count >= 0 && offset + count <= numel(), "flat_slice [", offset,
+               ", ", offset + count, ") of a tensor of ", numel(), " elements");
+  Tensor t = view({numel()});
+  t.impl()->offset_bytes += static_cast<size_t>(offset) * dtype_size(dtype());
+  t.impl()->shape = {count};
+  t.impl()->strides = {1};
+  return t;
+}
+
 Tensor Tensor::detach() const { return view(shape()); }
 
 std::vector<float> Tensor::to_vector() const {

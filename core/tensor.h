@@ -86,6 +86,8 @@ class Tensor {
   void copy_from(const Tensor& src);
   // A tensor sharing this one's storage with another shape (no autograd; see nn::reshape).
   Tensor view(const Shape& shape) const;
+  // Elements [offset, offset + count) of this contiguous tensor as a 1-D tensor sharing storage.
+  Tensor flat_slice(int64_t offset, int64_t count) const;
   // The same storage without autograd history.
   Tensor detach() const;
 

@@ -25,6 +25,8 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
         "write a training checkpoint (weights, optimizer, position, RNG) after every epoch");
   f.add("resume", &c.resume, "continue from a training checkpoint");
   f.add("metrics", &c.metrics, "write one JSON line per epoch to this file");
+  f.add_choice("device", &c.device, {"auto", "cpu", "cuda"},
+               "where to train; auto: cuda (rank r on cuda:LOCAL_RANK) when a GPU answers, else cpu");
   f.add_choice("backend", &c.backend, {"ring", "nccl"},
                "collectives: our ring (CPU tensors) or NCCL (CUDA tensors)");
   f.add("init-method", &c.init_method,

@@ -21,6 +21,7 @@ struct TrainConfig {
   std::string shuffle = "on";
   double dropout = -1;  // < 0: the models' own probabilities
   std::string init_from, save, checkpoint, resume, metrics;
+  std::string device = "auto";  // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
   // Data parallelism (one process per rank).
   std::string backend = "ring";
   std::string init_method = "env://";

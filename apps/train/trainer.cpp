@@ -14,6 +14,7 @@
 #include "comm/grad_sync.h"
 #include "comm/rendezvous.h"
 #include "core/autograd.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
@@ -39,8 +40,22 @@ int default_threads() {
   return hardware_threads();
 }
 
-Tensor images_tensor(const data::Batch& b) {
-  return Tensor::from_vector(b.images, {b.size, 1, b.rows, b.cols});
+Tensor images_tensor(const data::Batch& b, Device dev) {
+  return Tensor::from_vector(b.images, {b.size, 1, b.rows, b.cols}, dev);
+}
+
+// --device: rank r of a job trains on cuda:LOCAL_RANK; auto falls back to cpu with a notice.
+Device pick_device(const TrainConfig& c, int local_rank, int rank) {
+  if (c.device == "cpu") return Device::cpu();
+  const int n = cuda_device_count();
+  if (n == 0) {
+    ENGINE_CHECK(c.device != "cuda", "--device cuda: ", cuda_unavailable_reason());
+    if (rank == 0) std::printf("%s: training on cpu\n", cuda_unavailable_reason().c_str());
+    return Device::cpu();
+  }
+  ENGINE_CHECK(local_rank < n, "rank ", rank, " is local rank ", local_rank, " but this host has ",
+               n, " CUDA device(s)");
+  return Device::cuda(local_rank);
 }
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& m) {
@@ -58,7 +73,7 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Mo
 // Mean loss and accuracy on the test split. Each rank evaluates its 1/W slice without autograd;
 // the sums meet in one all_reduce.
 void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator* comm,
-              EpochResult* r) {
+              Device dev, EpochResult* r) {
   NoGradGuard ng;
   model.eval();
   const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
@@ -68,8 +83,8 @@ void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator
   int64_t correct = 0;
   for (int64_t b = begin; b < end; b += kChunk) {
     data::Batch batch = data::contiguous_batch(test, b, std::min(end, b + kChunk));
-    Tensor labels = Tensor::from_vector_i64(batch.labels, {batch.size});
-    Tensor scores = model.forward(images_tensor(batch));
+    Tensor labels = Tensor::from_vector_i64(batch.labels, {batch.size}, dev);
+    Tensor scores = model.forward(images_tensor(batch, dev));
     loss_sum += model.loss(scores, labels).item() * static_cast<double>(batch.size);
     correct += nn::correct_count(scores, labels);
   }
@@ -159,6 +174,8 @@ void run_training(const TrainConfig& c) {
   Generator init_gen(static_cast<uint64_t>(c.seed));
   Generator dropout_gen(static_cast<uint64_t>(c.seed) * 1000003u + 1u + rank);
   std::unique_ptr<nn::Model> model = nn::make_model(c.model, mo, init_gen, dropout_gen);
+  const Device dev = pick_device(c, comm ? comm->local_rank() : 0, rank);
+  model->to(dev);
   if (!c.init_from.empty()) nn::load_state_dict(c.init_from, *model);
   std::unique_ptr<nn::Optimizer> opt = make_optimizer(c, *model);
 
@@ -232,11 +249,11 @@ void run_training(const TrainConfig& c) {
         trace::Scope ts("broadcast buffers", "comm");
         comm::broadcast_tensors(*comm, buffers, 0);
       }
-      Tensor labels = Tensor::from_vector_i64(b.labels, {b.size});
+      Tensor labels = Tensor::from_vector_i64(b.labels, {b.size}, dev);
       Tensor loss;
       {
         trace::Scope ts("forward", "forward");
-        loss = model->loss((*model)(images_tensor(b)), labels);
+        loss = model->loss((*model)(images_tensor(b, dev)), labels);
       }
       if (sync) sync->begin();
       {
@@ -277,7 +294,7 @@ void run_training(const TrainConfig& c) {
     r.images_per_s = train_s > 0 ? static_cast<double>(images) / train_s : 0;
     {
       trace::Scope ts("evaluate", "eval");
-      evaluate(*model, mnist.test, comm.get(), &r);
+      evaluate(*model, mnist.test, comm.get(), dev, &r);
     }
     epoch_acc.emplace_back(r.step, r.test_acc);
     r.wall_s = std::chrono::duration<double>(Clock::now() - run_start).count();

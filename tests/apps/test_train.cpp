@@ -2,6 +2,7 @@
 // flags, errors, a falling loss, metrics, checkpoints and resume, and data parallelism.
 #include <fstream>
 
+#include "core/device.h"
 #include "nn/json.h"
 #include "tests/apps/train_fixture.h"
 
@@ -91,4 +92,18 @@ TEST_F(TrainTest, InitFromAndSaveRoundTrip) {
                       path("a.safetensors"));
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.output.find("weight"), std::string::npos) << bad.output;
+}
+
+TEST_F(TrainTest, DeviceFlagFallsBackToCpuWithANoticeOrTrainsOnCuda) {
+  RunResult a = run(kTrain + " --model linear --steps 2 --data-dir " + data_);
+  ASSERT_EQ(a.code, 0) << a.output;
+  RunResult c = run(kTrain + " --model linear --steps 2 --device cuda --data-dir " + data_);
+  if (cuda_device_count() == 0) {
+    EXPECT_NE(a.output.find("no CUDA device"), std::string::npos) << a.output;
+    EXPECT_NE(a.output.find("training on cpu"), std::string::npos) << a.output;
+    EXPECT_NE(c.code, 0);
+    EXPECT_NE(c.output.find("--device cuda: no CUDA device"), std::string::npos) << c.output;
+  } else {
+    EXPECT_EQ(c.code, 0) << c.output;
+  }
 }
