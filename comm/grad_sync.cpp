@@ -131,8 +131,8 @@ void GradSync::finish() {
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor& p = params_[i].second;
       if (!p.grad().defined()) p.set_grad(Tensor::empty(p.shape(), DType::F32, p.device()));
-      p.grad().copy_from(buckets_[bucket_of_[i]]->flat.flat_slice(
-          static_cast<int64_t>(offset_of_[i]), p.numel()));
+      p.grad().copy_from(
+          buckets_[bucket_of_[i]]->flat.flat_slice(static_cast<int64_t>(offset_of_[i]), p.numel()));
     }
     return;
   }

@@ -39,7 +39,8 @@ ReduceOp reduce_op_from_name(const std::string& s) {
 void check_reduce_supported(DType dt, ReduceOp op) {
   ENGINE_CHECK(op != ReduceOp::AVG || dt == DType::F32,
                "reduce op AVG needs a floating dtype, got ", dtype_name(dt));
-  ENGINE_CHECK(dt != DType::U8, "reduce op ", reduce_op_name(op), " on U8: only F32 and I64 reduce");
+  ENGINE_CHECK(dt != DType::U8, "reduce op ", reduce_op_name(op),
+               " on U8: only F32 and I64 reduce");
 }
 
 namespace {
@@ -69,8 +70,8 @@ void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op
       return kernels::cpu::reduce_into(static_cast<float*>(dst), static_cast<const float*>(src), n,
                                        kernel_op(op));
     case DType::I64:
-      return kernels::cpu::reduce_into(static_cast<int64_t*>(dst),
-                                       static_cast<const int64_t*>(src), n, kernel_op(op));
+      return kernels::cpu::reduce_into(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src),
+                                       n, kernel_op(op));
     case DType::U8:
       ENGINE_FAIL("reductions of U8 buffers are not supported (F32 and I64 are)");
   }

@@ -18,7 +18,9 @@ namespace {
 constexpr size_t kAlign = 64;
 
 // Size class: the next power of two (at least 64 bytes). Freed blocks wait in their class.
-size_t size_class(size_t nbytes) { return std::bit_ceil(std::max<size_t>(nbytes, kAlign)); }
+size_t size_class(size_t nbytes) {
+  return std::bit_ceil(std::max<size_t>(nbytes, kAlign));
+}
 
 struct Pool {
   std::mutex mu;
@@ -92,15 +94,19 @@ void* device_alloc(Device d, size_t nbytes) {
   return d.is_cpu() ? cpu_allocator::alloc(nbytes) : cuda::alloc(d.index, nbytes);
 }
 void device_free(Device d, void* p, size_t nbytes) {
-  if (d.is_cpu()) cpu_allocator::free(p, nbytes);
-  else cuda::free(d.index, p, nbytes);
+  if (d.is_cpu())
+    cpu_allocator::free(p, nbytes);
+  else
+    cuda::free(d.index, p, nbytes);
 }
 AllocatorStats allocator_stats(Device d) {
   return d.is_cpu() ? cpu_allocator::stats() : cuda::stats(d.index);
 }
 void empty_cache(Device d) {
-  if (d.is_cpu()) cpu_allocator::empty_cache();
-  else cuda::empty_cache(d.index);
+  if (d.is_cpu())
+    cpu_allocator::empty_cache();
+  else
+    cuda::empty_cache(d.index);
 }
 
 }  // namespace engine

@@ -36,9 +36,15 @@ class AccumulateGrad : public Node {
 
 }  // namespace
 
-bool grad_enabled() { return g_grad_enabled; }
-NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+bool grad_enabled() {
+  return g_grad_enabled;
+}
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) {
+  g_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  g_grad_enabled = prev_;
+}
 
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   if (!g_grad_enabled) return false;
@@ -101,9 +107,9 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
     pending.erase(n);
     std::vector<Tensor> grads;
     if (g.defined()) {
-      trace::Scope ts(trace::enabled() && !n->label.empty() ? n->label + " " + n->name()
-                                                            : n->name(),
-                      "backward");
+      trace::Scope ts(
+          trace::enabled() && !n->label.empty() ? n->label + " " + n->name() : n->name(),
+          "backward");
       grads = n->apply(g);
     }
     for (size_t i = 0; i < n->next.size(); ++i) {

@@ -12,7 +12,7 @@
 
 namespace engine::cuda {
 
-int device_count();               // 0 when no driver or GPU answers
+int device_count();                // 0 when no driver or GPU answers
 std::string unavailable_reason();  // "" when a device answers
 
 // Caching allocator: blocks binned by size class, reused after free, per device.

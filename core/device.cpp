@@ -18,7 +18,11 @@ Device Device::parse(const std::string& s) {
   ENGINE_FAIL("bad device '", s, "': expected cpu, cuda or cuda:N");
 }
 
-int cuda_device_count() { return cuda::device_count(); }
-std::string cuda_unavailable_reason() { return cuda::unavailable_reason(); }
+int cuda_device_count() {
+  return cuda::device_count();
+}
+std::string cuda_unavailable_reason() {
+  return cuda::unavailable_reason();
+}
 
 }  // namespace engine

@@ -10,34 +10,54 @@ enum class DType : uint8_t { F32, U8, I64 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::U8: return 1;
-    case DType::I64: return 8;
+    case DType::F32:
+      return 4;
+    case DType::U8:
+      return 1;
+    case DType::I64:
+      return 8;
   }
   return 0;
 }
 
 inline const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::U8: return "U8";
-    case DType::I64: return "I64";
+    case DType::F32:
+      return "F32";
+    case DType::U8:
+      return "U8";
+    case DType::I64:
+      return "I64";
   }
   return "?";
 }
 
 // Parses a safetensors dtype name; returns false when it is not one we hold.
 inline bool dtype_from_name(const std::string& s, DType* out) {
-  if (s == "F32") *out = DType::F32;
-  else if (s == "U8") *out = DType::U8;
-  else if (s == "I64") *out = DType::I64;
-  else return false;
+  if (s == "F32")
+    *out = DType::F32;
+  else if (s == "U8")
+    *out = DType::U8;
+  else if (s == "I64")
+    *out = DType::I64;
+  else
+    return false;
   return true;
 }
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::U8;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
 
 }  // namespace engine

@@ -5,7 +5,11 @@
 
 namespace engine {
 
-ENGINE_HD float axpy_op(float dst, float src, float alpha) { return dst + alpha * src; }
-ENGINE_HD float scale_op(float x, float s) { return x * s; }
+ENGINE_HD float axpy_op(float dst, float src, float alpha) {
+  return dst + alpha * src;
+}
+ENGINE_HD float scale_op(float x, float s) {
+  return x * s;
+}
 
 }  // namespace engine

@@ -30,8 +30,8 @@ std::string concat(const Args&... args) {
 }  // namespace engine
 
 // ENGINE_CHECK(cond, "message parts", value, ...): throws engine::Error with the parts joined.
-#define ENGINE_CHECK(cond, ...)                                   \
-  do {                                                            \
+#define ENGINE_CHECK(cond, ...)                                                \
+  do {                                                                         \
     if (!(cond)) throw ::engine::Error(::engine::detail::concat(__VA_ARGS__)); \
   } while (0)
 

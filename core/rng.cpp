@@ -8,6 +8,8 @@ Generator& default_generator() {
   return g;
 }
 
-void manual_seed(uint64_t seed) { default_generator().set_state(seed, 0); }
+void manual_seed(uint64_t seed) {
+  default_generator().set_state(seed, 0);
+}
 
 }  // namespace engine

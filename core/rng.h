@@ -37,7 +37,9 @@ ENGINE_HD Philox4 philox4x32(uint64_t ctr_lo, uint64_t ctr_hi, uint64_t key) {
 }
 
 // Uniform float in [0, 1) from 24 random bits.
-ENGINE_HD float uint_to_unit_float(uint32_t x) { return (x >> 8) * (1.0f / 16777216.0f); }
+ENGINE_HD float uint_to_unit_float(uint32_t x) {
+  return (x >> 8) * (1.0f / 16777216.0f);
+}
 
 // The i-th uniform [0,1) number of the stream (seed, offset): element i uses counter
 // (offset + i/4, 0), word i%4. Shared by CPU and CUDA dropout.

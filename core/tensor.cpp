@@ -62,9 +62,12 @@ Tensor Tensor::empty(const Shape& shape, DType dt, Device d) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dt, Device d) {
   Tensor t = empty(shape, dt, d);
-  if (d.is_cpu()) std::memset(t.raw_data(), 0, t.nbytes());
-  else if (dt == DType::F32) cuda::fill_f32(d.index, t.data<float>(), 0.0f, t.numel());
-  else t.copy_from(zeros(shape, dt));
+  if (d.is_cpu())
+    std::memset(t.raw_data(), 0, t.nbytes());
+  else if (dt == DType::F32)
+    cuda::fill_f32(d.index, t.data<float>(), 0.0f, t.numel());
+  else
+    t.copy_from(zeros(shape, dt));
   return t;
 }
 
@@ -87,12 +90,14 @@ Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape, Devi
 }
 
 Tensor Tensor::from_vector_i64(const std::vector<int64_t>& v, const Shape& shape, Device d) {
-  ENGINE_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), "from_vector_i64: ",
-               v.size(), " values for shape ", shape_str(shape));
+  ENGINE_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), "from_vector_i64: ", v.size(),
+               " values for shape ", shape_str(shape));
   Tensor t = empty(shape, DType::I64, d);
   if (v.empty()) return t;
-  if (d.is_cpu()) std::memcpy(t.raw_data(), v.data(), v.size() * 8);
-  else cuda::copy(t.raw_data(), d, v.data(), Device::cpu(), v.size() * 8);
+  if (d.is_cpu())
+    std::memcpy(t.raw_data(), v.data(), v.size() * 8);
+  else
+    cuda::copy(t.raw_data(), d, v.data(), Device::cpu(), v.size() * 8);
   return t;
 }
 
@@ -115,12 +120,14 @@ void Tensor::check_dtype(DType t) const {
 }
 
 void Tensor::copy_from(const Tensor& src) {
-  ENGINE_CHECK(numel() == src.numel() && dtype() == src.dtype(), "copy_from: ",
-               shape_str(src.shape()), " ", dtype_name(src.dtype()), " into ",
+  ENGINE_CHECK(numel() == src.numel() && dtype() == src.dtype(),
+               "copy_from: ", shape_str(src.shape()), " ", dtype_name(src.dtype()), " into ",
                shape_str(shape()), " ", dtype_name(dtype()));
   if (nbytes() == 0) return;
-  if (device().is_cpu() && src.device().is_cpu()) std::memcpy(raw_data(), src.raw_data(), nbytes());
-  else cuda::copy(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+  if (device().is_cpu() && src.device().is_cpu())
+    std::memcpy(raw_data(), src.raw_data(), nbytes());
+  else
+    cuda::copy(raw_data(), device(), src.raw_data(), src.device(), nbytes());
 }
 
 Tensor Tensor::to(Device d) const {
@@ -149,8 +156,8 @@ Tensor Tensor::view(const Shape& shape) const {
 }
 
 Tensor Tensor::flat_slice(int64_t offset, int64_t count) const {
-  ENGINE_CHECK(offset >= 0 && count >= 0 && offset + count <= numel(), "flat_slice [", offset,
-               ", ", offset + count, ") of a tensor of ", numel(), " elements");
+  ENGINE_CHECK(offset >= 0 && count >= 0 && offset + count <= numel(), "flat_slice [", offset, ", ",
+               offset + count, ") of a tensor of ", numel(), " elements");
   Tensor t = view({numel()});
   t.impl()->offset_bytes += static_cast<size_t>(offset) * dtype_size(dtype());
   t.impl()->shape = {count};
@@ -158,7 +165,9 @@ Tensor Tensor::flat_slice(int64_t offset, int64_t count) const {
   return t;
 }
 
-Tensor Tensor::detach() const { return view(shape()); }
+Tensor Tensor::detach() const {
+  return view(shape());
+}
 
 std::vector<float> Tensor::to_vector() const {
   Tensor c = to(Device::cpu());

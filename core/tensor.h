@@ -41,11 +41,11 @@ struct TensorImpl {
   DType dtype = DType::F32;
   // autograd
   bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;       // accumulated gradient (leaf tensors)
-  std::shared_ptr<Node> grad_fn;          // the op that made this tensor (non-leaf)
-  std::shared_ptr<Node> grad_accumulator; // leaf: the node that accumulates into grad
-  std::vector<GradHook> hooks;            // fire when this leaf's grad is final in a backward
-  std::string name;                       // optional, for error messages and traces
+  std::shared_ptr<TensorImpl> grad;        // accumulated gradient (leaf tensors)
+  std::shared_ptr<Node> grad_fn;           // the op that made this tensor (non-leaf)
+  std::shared_ptr<Node> grad_accumulator;  // leaf: the node that accumulates into grad
+  std::vector<GradHook> hooks;             // fire when this leaf's grad is final in a backward
+  std::string name;                        // optional, for error messages and traces
 };
 
 class Tensor {

@@ -112,16 +112,22 @@ Pool& pool() {
 
 }  // namespace
 
-int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+int hardware_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 void set_num_threads(int n) {
   pool().resize(n);
   openblas_set_num_threads(1);  // see thread_pool.h
 }
 
-int num_threads() { return pool().size(); }
+int num_threads() {
+  return pool().size();
+}
 
-void parallel_run(const std::function<void(int, int)>& fn) { pool().run(fn); }
+void parallel_run(const std::function<void(int, int)>& fn) {
+  pool().run(fn);
+}
 
 void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;

@@ -12,7 +12,8 @@ void set_num_threads(int n);
 int num_threads();
 int hardware_threads();
 
-// fn(begin, end) on disjoint ranges covering [0, n). Runs inline when n < 2*min_grain or one thread.
+// fn(begin, end) on disjoint ranges covering [0, n). Runs inline when n < 2*min_grain or one
+// thread.
 void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn);
 // fn(t, nt) once on each of nt threads (nt = num_threads()), t = 0..nt-1.
 void parallel_run(const std::function<void(int, int)>& fn);

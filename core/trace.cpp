@@ -193,7 +193,6 @@ void Scope::add_string(std::string_view key, std::string_view v) {
   append_json_string(args_, v);
 }
 
-
 std::string to_json() {
   Registry& r = reg();
   std::lock_guard lk(r.mu);

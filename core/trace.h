@@ -11,13 +11,14 @@
 // Times are microseconds of the monotonic clock (steady_clock), which all processes of one host
 // share, so the files of several ranks merged with merge_files() line up.
 #pragma once
-#include "core/json_string.h"
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include "core/json_string.h"
 
 namespace engine::trace {
 

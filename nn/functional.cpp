@@ -36,8 +36,8 @@ Device same_device(const char* op, const Tensor& first,
                    std::initializer_list<std::pair<const char*, const Tensor*>> others) {
   const Device d = first.device();
   for (const auto& [what, t] : others)
-    ENGINE_CHECK(!t->defined() || t->device() == d, op, ": ", what, " is on ",
-                 t->device().str(), ", the input on ", d.str());
+    ENGINE_CHECK(!t->defined() || t->device() == d, op, ": ", what, " is on ", t->device().str(),
+                 ", the input on ", d.str());
   return d;
 }
 
@@ -47,7 +47,9 @@ void check_grad(const char* op, const Tensor& g, Device d) {
                g.defined() ? g.device().str() : "undefined", ", forward ran on ", d.str());
 }
 
-float* f(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+float* f(const Tensor& t) {
+  return t.defined() ? t.data<float>() : nullptr;
+}
 
 // A Node whose backward is a lambda over saved tensors.
 template <class Fn>
@@ -68,7 +70,9 @@ void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, Fn
   attach_node(out, std::make_shared<LambdaNode<Fn>>(name, std::move(fn)), inputs);
 }
 
-bool needs(const Tensor& t) { return t.defined() && t.requires_grad(); }
+bool needs(const Tensor& t) {
+  return t.defined() && t.requires_grad();
+}
 
 }  // namespace
 
@@ -80,25 +84,33 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Device dev = same_device("linear", x, {{"weight", &w}, {"bias", &b}});
   kernels::LinearShape s{x.size(0), w.size(1), w.size(0)};
   Tensor y = Tensor::empty({s.n, s.out}, DType::F32, dev);
-  if (dev.is_cuda()) kg::linear_forward(dev.index, f(x), f(w), f(b), f(y), s);
-  else kc::linear_forward(f(x), f(w), f(b), f(y), s);
+  if (dev.is_cuda())
+    kg::linear_forward(dev.index, f(x), f(w), f(b), f(y), s);
+  else
+    kc::linear_forward(f(x), f(w), f(b), f(y), s);
   record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev](const Tensor& dy) {
     check_grad("linear", dy, dev);
     Tensor dx, dw, db;
     if (needs(x)) {
       dx = Tensor::empty(x.shape(), DType::F32, dev);
-      if (dev.is_cuda()) kg::linear_backward_data(dev.index, f(dy), f(w), f(dx), s);
-      else kc::linear_backward_data(f(dy), f(w), f(dx), s);
+      if (dev.is_cuda())
+        kg::linear_backward_data(dev.index, f(dy), f(w), f(dx), s);
+      else
+        kc::linear_backward_data(f(dy), f(w), f(dx), s);
     }
     if (needs(w)) {
       dw = Tensor::empty(w.shape(), DType::F32, dev);
-      if (dev.is_cuda()) kg::linear_backward_weight(dev.index, f(dy), f(x), f(dw), s, 0.0f);
-      else kc::linear_backward_weight(f(dy), f(x), f(dw), s, 0.0f);
+      if (dev.is_cuda())
+        kg::linear_backward_weight(dev.index, f(dy), f(x), f(dw), s, 0.0f);
+      else
+        kc::linear_backward_weight(f(dy), f(x), f(dw), s, 0.0f);
     }
     if (needs(b)) {
       db = Tensor::empty(b.shape(), DType::F32, dev);
-      if (dev.is_cuda()) kg::linear_backward_bias(dev.index, f(dy), f(db), s, 0.0f);
-      else kc::linear_backward_bias(f(dy), f(db), s, 0.0f);
+      if (dev.is_cuda())
+        kg::linear_backward_bias(dev.index, f(dy), f(db), s, 0.0f);
+      else
+        kc::linear_backward_bias(f(dy), f(db), s, 0.0f);
     }
     return std::vector<Tensor>{dx, dw, db};
   });
@@ -108,10 +120,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding) {
   check_dims("conv2d", "input", x, 4);
   check_dims("conv2d", "weight", w, 4);
-  ENGINE_CHECK(x.size(1) == w.size(1), "conv2d: input ", shape_str(x.shape()), " has ",
-               x.size(1), " channels, weight ", shape_str(w.shape()), " expects ", w.size(1));
-  kernels::Conv2dShape s{x.size(0), x.size(1), x.size(2), x.size(3),
-                         w.size(0), w.size(2),  w.size(3), stride, padding};
+  ENGINE_CHECK(x.size(1) == w.size(1), "conv2d: input ", shape_str(x.shape()), " has ", x.size(1),
+               " channels, weight ", shape_str(w.shape()), " expects ", w.size(1));
+  kernels::Conv2dShape s{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
+                         w.size(2), w.size(3), stride,    padding};
   ENGINE_CHECK(s.oh() > 0 && s.ow() > 0, "conv2d: input ", shape_str(x.shape()),
                " is smaller than the kernel ", shape_str(w.shape()));
   const Device dev = same_device("conv2d", x, {{"weight", &w}, {"bias", &b}});
@@ -172,13 +184,17 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
   // comes from the pooled allocators, so no step pays fresh page faults for it.
   Tensor arg = Tensor::empty(out, DType::F32, dev);
   auto* a = static_cast<int32_t*>(arg.raw_data());
-  if (dev.is_cuda()) kg::max_pool2d_forward(dev.index, f(x), f(y), a, s);
-  else kc::max_pool2d_forward(f(x), f(y), a, s);
+  if (dev.is_cuda())
+    kg::max_pool2d_forward(dev.index, f(x), f(y), a, s);
+  else
+    kc::max_pool2d_forward(f(x), f(y), a, s);
   record(y, "MaxPool2dBackward", {x}, [arg, a, s, dev, xs = x.shape()](const Tensor& dy) {
     check_grad("max_pool2d", dy, dev);
     Tensor dx = Tensor::empty(xs, DType::F32, dev);
-    if (dev.is_cuda()) kg::max_pool2d_backward(dev.index, f(dy), a, f(dx), s);
-    else kc::max_pool2d_backward(f(dy), a, f(dx), s);
+    if (dev.is_cuda())
+      kg::max_pool2d_backward(dev.index, f(dy), a, f(dx), s);
+    else
+      kc::max_pool2d_backward(f(dy), a, f(dx), s);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -189,13 +205,17 @@ Tensor relu(const Tensor& x) {
   ENGINE_CHECK(x.defined(), "relu: input is undefined");
   const Device dev = x.device();
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
-  if (dev.is_cuda()) kg::relu_forward(dev.index, f(x), f(y), x.numel());
-  else kc::relu_forward(f(x), f(y), x.numel());
+  if (dev.is_cuda())
+    kg::relu_forward(dev.index, f(x), f(y), x.numel());
+  else
+    kc::relu_forward(f(x), f(y), x.numel());
   record(y, "ReluBackward", {x}, [y = y.detach(), dev](const Tensor& dy) {
     check_grad("relu", dy, dev);
     Tensor dx = Tensor::empty(y.shape(), DType::F32, dev);
-    if (dev.is_cuda()) kg::relu_backward(dev.index, f(dy), f(y), f(dx), y.numel());
-    else kc::relu_backward(f(dy), f(y), f(dx), y.numel());
+    if (dev.is_cuda())
+      kg::relu_backward(dev.index, f(dy), f(y), f(dx), y.numel());
+    else
+      kc::relu_backward(f(dy), f(y), f(dx), y.numel());
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -210,14 +230,18 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
   uint64_t seed = gen.seed(), offset = gen.reserve(n);
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
   // Same (seed, offset), same mask on CPU and CUDA.
-  if (dev.is_cuda()) kg::dropout_forward(dev.index, f(x), f(y), n, p, seed, offset);
-  else kc::dropout_forward(f(x), f(y), n, p, seed, offset);
+  if (dev.is_cuda())
+    kg::dropout_forward(dev.index, f(x), f(y), n, p, seed, offset);
+  else
+    kc::dropout_forward(f(x), f(y), n, p, seed, offset);
   // The mask is a pure function of (seed, offset): backward draws it again, nothing is saved.
   record(y, "DropoutBackward", {x}, [n, p, seed, offset, dev](const Tensor& dy) {
     check_grad("dropout", dy, dev);
     Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
-    if (dev.is_cuda()) kg::dropout_backward(dev.index, f(dy), f(dx), n, p, seed, offset);
-    else kc::dropout_backward(f(dy), f(dx), n, p, seed, offset);
+    if (dev.is_cuda())
+      kg::dropout_backward(dev.index, f(dy), f(dx), n, p, seed, offset);
+    else
+      kc::dropout_backward(f(dy), f(dx), n, p, seed, offset);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -231,14 +255,17 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator& gen) {
   uint64_t seed = gen.seed(), offset = gen.reserve(planes);
   const Device dev = x.device();
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
-  if (dev.is_cuda()) kg::dropout2d_forward(dev.index, f(x), f(y), planes, plane, p, seed, offset);
-  else kc::dropout2d_forward(f(x), f(y), planes, plane, p, seed, offset);
+  if (dev.is_cuda())
+    kg::dropout2d_forward(dev.index, f(x), f(y), planes, plane, p, seed, offset);
+  else
+    kc::dropout2d_forward(f(x), f(y), planes, plane, p, seed, offset);
   record(y, "Dropout2dBackward", {x}, [planes, plane, p, seed, offset, dev](const Tensor& dy) {
     check_grad("dropout2d", dy, dev);
     Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
     if (dev.is_cuda())
       kg::dropout2d_backward(dev.index, f(dy), f(dx), planes, plane, p, seed, offset);
-    else kc::dropout2d_backward(f(dy), f(dx), planes, plane, p, seed, offset);
+    else
+      kc::dropout2d_backward(f(dy), f(dx), planes, plane, p, seed, offset);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -253,8 +280,10 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     ENGINE_CHECK(t->defined() && t->numel() == c, "batch_norm2d: per-channel tensor of shape ",
                  t->defined() ? shape_str(t->shape()) : "undefined", " for ", c, " channels");
   const Device dev = same_device("batch_norm2d", x,
-                                {{"weight", &gamma}, {"bias", &beta},
-                                 {"running_mean", &running_mean}, {"running_var", &running_var}});
+                                 {{"weight", &gamma},
+                                  {"bias", &beta},
+                                  {"running_mean", &running_mean},
+                                  {"running_var", &running_var}});
   kernels::BatchNormShape s{x.size(0), c, x.size(2) * x.size(3)};
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
   if (!training) {
@@ -262,19 +291,21 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
       kg::batch_norm_eval_forward(dev.index, f(x), f(gamma), f(beta), f(running_mean),
                                   f(running_var), f(y), s, eps);
     else
-      kc::batch_norm_eval_forward(f(x), f(gamma), f(beta), f(running_mean), f(running_var), f(y),
-                                  s, eps);
+      kc::batch_norm_eval_forward(f(x), f(gamma), f(beta), f(running_mean), f(running_var), f(y), s,
+                                  eps);
     return y;  // eval mode is not differentiated in training; no graph recorded
   }
-  ENGINE_CHECK(s.count() > 1, "batch_norm2d: training needs more than one value per channel, "
-               "got input ", shape_str(x.shape()));
+  ENGINE_CHECK(s.count() > 1,
+               "batch_norm2d: training needs more than one value per channel, "
+               "got input ",
+               shape_str(x.shape()));
   Tensor mean = Tensor::empty({c}, DType::F32, dev), invstd = Tensor::empty({c}, DType::F32, dev);
   if (dev.is_cuda())
     kg::batch_norm_train_forward(dev.index, f(x), f(gamma), f(beta), f(y), f(mean), f(invstd),
                                  f(running_mean), f(running_var), s, momentum, eps);
   else
-    kc::batch_norm_train_forward(f(x), f(gamma), f(beta), f(y), f(mean), f(invstd),
-                                 f(running_mean), f(running_var), s, momentum, eps);
+    kc::batch_norm_train_forward(f(x), f(gamma), f(beta), f(y), f(mean), f(invstd), f(running_mean),
+                                 f(running_var), s, momentum, eps);
   record(y, "BatchNorm2dBackward", {x, gamma, beta},
          [x = x.detach(), gamma = gamma.detach(), mean, invstd, s, dev](const Tensor& dy) {
            check_grad("batch_norm2d", dy, dev);
@@ -285,8 +316,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
              kg::batch_norm_backward(dev.index, f(dy), f(x), f(gamma), f(mean), f(invstd), f(dx),
                                      f(dg), f(db), s);
            else
-             kc::batch_norm_backward(f(dy), f(x), f(gamma), f(mean), f(invstd), f(dx), f(dg),
-                                     f(db), s);
+             kc::batch_norm_backward(f(dy), f(x), f(gamma), f(mean), f(invstd), f(dx), f(dg), f(db),
+                                     s);
            return std::vector<Tensor>{dx, dg, db};
          });
   return y;
@@ -303,18 +334,19 @@ Tensor reshape(const Tensor& x, Shape shape) {
     }
   }
   if (infer >= 0) {
-    ENGINE_CHECK(known > 0 && x.numel() % known == 0, "reshape: cannot view ",
-                 shape_str(x.shape()), " as ", shape_str(shape));
+    ENGINE_CHECK(known > 0 && x.numel() % known == 0, "reshape: cannot view ", shape_str(x.shape()),
+                 " as ", shape_str(shape));
     shape[infer] = x.numel() / known;
   }
   Tensor y = x.view(shape);
-  record(y, "ReshapeBackward", {x}, [xs = x.shape()](const Tensor& dy) {
-    return std::vector<Tensor>{dy.view(xs)};
-  });
+  record(y, "ReshapeBackward", {x},
+         [xs = x.shape()](const Tensor& dy) { return std::vector<Tensor>{dy.view(xs)}; });
   return y;
 }
 
-Tensor flatten(const Tensor& x) { return reshape(x, {x.size(0), -1}); }
+Tensor flatten(const Tensor& x) {
+  return reshape(x, {x.size(0), -1});
+}
 
 Tensor log_softmax(const Tensor& x) {
   trace::Scope ts("log_softmax", "forward");
@@ -322,13 +354,17 @@ Tensor log_softmax(const Tensor& x) {
   int64_t n = x.size(0), c = x.size(1);
   const Device dev = x.device();
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
-  if (dev.is_cuda()) kg::log_softmax_forward(dev.index, f(x), f(y), n, c);
-  else kc::log_softmax_forward(f(x), f(y), n, c);
+  if (dev.is_cuda())
+    kg::log_softmax_forward(dev.index, f(x), f(y), n, c);
+  else
+    kc::log_softmax_forward(f(x), f(y), n, c);
   record(y, "LogSoftmaxBackward", {x}, [y = y.detach(), n, c, dev](const Tensor& dy) {
     check_grad("log_softmax", dy, dev);
     Tensor dx = Tensor::empty(y.shape(), DType::F32, dev);
-    if (dev.is_cuda()) kg::log_softmax_backward(dev.index, f(dy), f(y), f(dx), n, c);
-    else kc::log_softmax_backward(f(dy), f(y), f(dx), n, c);
+    if (dev.is_cuda())
+      kg::log_softmax_backward(dev.index, f(dy), f(y), f(dx), n, c);
+    else
+      kc::log_softmax_backward(f(dy), f(y), f(dx), n, c);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -372,16 +408,18 @@ Tensor argmax(const Tensor& x) {
   check_dims("argmax", "input", x, 2);
   const Device dev = x.device();
   Tensor out = Tensor::empty({x.size(0)}, DType::I64, dev);
-  if (dev.is_cuda()) kg::argmax_rows(dev.index, f(x), x.size(0), x.size(1), out.data<int64_t>());
-  else kc::argmax_rows(f(x), x.size(0), x.size(1), out.data<int64_t>());
+  if (dev.is_cuda())
+    kg::argmax_rows(dev.index, f(x), x.size(0), x.size(1), out.data<int64_t>());
+  else
+    kc::argmax_rows(f(x), x.size(0), x.size(1), out.data<int64_t>());
   return out;
 }
 
 int64_t correct_count(const Tensor& scores, const Tensor& target) {
   // Counted on the host: scores on a GPU give their argmax (N int64) to the CPU.
   Tensor pred = argmax(scores).to(Device::cpu());
-  ENGINE_CHECK(target.numel() == pred.numel(), "correct_count: ", pred.numel(),
-               " predictions, ", target.numel(), " targets");
+  ENGINE_CHECK(target.numel() == pred.numel(), "correct_count: ", pred.numel(), " predictions, ",
+               target.numel(), " targets");
   Tensor tgt = target.to(Device::cpu());
   const int64_t* p = pred.data<int64_t>();
   const int64_t* t = tgt.data<int64_t>();

@@ -1,8 +1,6 @@
 // nn/json.cpp: the JSON value, its writer and a strict recursive-descent parser (RFC 8259).
 #include "nn/json.h"
 
-#include "core/json_string.h"
-
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/json_string.h"
 
 namespace engine {
 
@@ -188,7 +187,9 @@ bool operator==(const Json& a, const Json& b) {
   return false;
 }
 
-void json_escape(std::string& out, std::string_view s) { append_json_string(out, s); }
+void json_escape(std::string& out, std::string_view s) {
+  append_json_string(out, s);
+}
 
 void Json::dump_to(std::string& out, int indent, int depth) const {
   switch (type_) {

@@ -23,7 +23,9 @@ Linear::Linear(int64_t in, int64_t out, Generator& gen) {
   bias = register_parameter("bias", uniform({out}, bound, gen));
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) {
+  return linear(x, weight, bias);
+}
 int64_t Linear::flops(const Tensor& x) const {
   return 2 * x.size(0) * weight.size(0) * weight.size(1);
 }
@@ -35,10 +37,13 @@ Conv2d::Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, G
   bias = register_parameter("bias", uniform({cout}, bound, gen));
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding); }
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv2d(x, weight, bias, stride, padding);
+}
 int64_t Conv2d::flops(const Tensor& x) const {
   int64_t k = weight.size(2);
-  int64_t oh = (x.size(2) + 2 * padding - k) / stride + 1, ow = (x.size(3) + 2 * padding - k) / stride + 1;
+  int64_t oh = (x.size(2) + 2 * padding - k) / stride + 1,
+          ow = (x.size(3) + 2 * padding - k) / stride + 1;
   return 2 * x.size(0) * weight.size(0) * oh * ow * weight.size(1) * k * k;
 }
 
@@ -59,10 +64,18 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   return batch_norm2d(x, weight, bias, running_mean, running_var, is_training());
 }
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel, stride); }
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), gen); }
-Tensor Dropout2d::forward(const Tensor& x) { return dropout2d(x, p, is_training(), gen); }
+Tensor ReLU::forward(const Tensor& x) {
+  return relu(x);
+}
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return max_pool2d(x, kernel, stride);
+}
+Tensor Dropout::forward(const Tensor& x) {
+  return dropout(x, p, is_training(), gen);
+}
+Tensor Dropout2d::forward(const Tensor& x) {
+  return dropout2d(x, p, is_training(), gen);
+}
 
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   register_module(std::to_string(layers_.size()), m);

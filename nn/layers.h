@@ -14,7 +14,7 @@ class Linear : public Module {
   Linear(int64_t in, int64_t out, Generator& gen);
   Tensor forward(const Tensor& x) override;  // (N, in) -> (N, out)
   int64_t flops(const Tensor& x) const override;
-  Tensor weight, bias;                       // (out, in), (out)
+  Tensor weight, bias;  // (out, in), (out)
 };
 
 class Conv2d : public Module {
@@ -22,7 +22,7 @@ class Conv2d : public Module {
   Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, Generator& gen);
   Tensor forward(const Tensor& x) override;  // (N, Cin, H, W) -> (N, Cout, OH, OW)
   int64_t flops(const Tensor& x) const override;
-  Tensor weight, bias;                       // (Cout, Cin, K, K), (Cout)
+  Tensor weight, bias;  // (Cout, Cin, K, K), (Cout)
   int stride, padding;
 };
 

@@ -8,7 +8,9 @@
 namespace engine::nn {
 namespace {
 
-float pick(const ModelOptions& o, float p) { return o.dropout ? *o.dropout : p; }
+float pick(const ModelOptions& o, float p) {
+  return o.dropout ? *o.dropout : p;
+}
 
 // seed 000: conv(3x3) -> pool -> relu, twice; dropout; fc 3136->128; relu; dropout; fc 128->10.
 class SimpleCNN : public Model {
@@ -21,12 +23,12 @@ class SimpleCNN : public Model {
     fc1 = register_module("fc1", std::make_shared<Linear>(64 * 7 * 7, 128, g));
     fc2 = register_module("fc2", std::make_shared<Linear>(128, 10, g));
   }
-  Tensor forward(const Tensor& x) override {          // x (N, 1, 28, 28)
-    Tensor h = relu(max_pool2d((*conv1)(x), 2, 2));   // (N, 32, 14, 14)
-    h = relu(max_pool2d((*conv2)(h), 2, 2));          // (N, 64, 7, 7)
-    h = (*dropout1)(reshape(h, {-1, 64 * 7 * 7}));    // (N, 3136)
-    h = (*dropout2)(relu((*fc1)(h)));                 // (N, 128)
-    return log_softmax((*fc2)(h));                    // (N, 10)
+  Tensor forward(const Tensor& x) override {         // x (N, 1, 28, 28)
+    Tensor h = relu(max_pool2d((*conv1)(x), 2, 2));  // (N, 32, 14, 14)
+    h = relu(max_pool2d((*conv2)(h), 2, 2));         // (N, 64, 7, 7)
+    h = (*dropout1)(reshape(h, {-1, 64 * 7 * 7}));   // (N, 3136)
+    h = (*dropout2)(relu((*fc1)(h)));                // (N, 128)
+    return log_softmax((*fc2)(h));                   // (N, 10)
   }
   Tensor loss(const Tensor& s, const Tensor& t) override { return nll_loss(s, t); }
   std::shared_ptr<Conv2d> conv1, conv2;
@@ -72,12 +74,12 @@ class Net : public Model {
     fc1 = register_module("fc1", std::make_shared<Linear>(320, 50, g));
     fc2 = register_module("fc2", std::make_shared<Linear>(50, 10, g));
   }
-  Tensor forward(const Tensor& x) override {                  // x (N, 1, 28, 28)
-    Tensor h = relu(max_pool2d((*conv1)(x), 2, 2));           // (N, 10, 12, 12)
-    h = relu(max_pool2d((*conv2_drop)((*conv2)(h)), 2, 2));   // (N, 20, 4, 4)
-    h = relu((*fc1)(reshape(h, {-1, 320})));                  // (N, 50)
-    h = dropout(h, p_, is_training(), dgen_);                 // F.dropout(training=...)
-    return log_softmax((*fc2)(h));                            // (N, 10)
+  Tensor forward(const Tensor& x) override {                 // x (N, 1, 28, 28)
+    Tensor h = relu(max_pool2d((*conv1)(x), 2, 2));          // (N, 10, 12, 12)
+    h = relu(max_pool2d((*conv2_drop)((*conv2)(h)), 2, 2));  // (N, 20, 4, 4)
+    h = relu((*fc1)(reshape(h, {-1, 320})));                 // (N, 50)
+    h = dropout(h, p_, is_training(), dgen_);                // F.dropout(training=...)
+    return log_softmax((*fc2)(h));                           // (N, 10)
   }
   Tensor loss(const Tensor& s, const Tensor& t) override { return nll_loss(s, t); }
   std::shared_ptr<Conv2d> conv1, conv2;
@@ -105,7 +107,9 @@ class LinearModel : public Model {
 
 }  // namespace
 
-const char* model_names() { return "simplecnn|convnet|net|linear"; }
+const char* model_names() {
+  return "simplecnn|convnet|net|linear";
+}
 
 std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& o, Generator& g,
                                   Generator& dg) {

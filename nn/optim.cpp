@@ -60,7 +60,8 @@ void SGD::step() {
 NamedTensors SGD::state() const {
   NamedTensors out;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (momentum_[i].defined()) out.emplace_back(params_[i].first + ".momentum_buffer", momentum_[i]);
+    if (momentum_[i].defined())
+      out.emplace_back(params_[i].first + ".momentum_buffer", momentum_[i]);
   return out;
 }
 
@@ -71,7 +72,9 @@ void SGD::load_state(const NamedTensors& state, int64_t steps) {
 }
 
 Adam::Adam(NamedTensors params, kernels::AdamConfig cfg)
-    : Optimizer(std::move(params)), cfg_(cfg), exp_avg_(params_.size()),
+    : Optimizer(std::move(params)),
+      cfg_(cfg),
+      exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()) {}
 
 void Adam::step() {

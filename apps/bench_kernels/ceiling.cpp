@@ -85,7 +85,8 @@ Ceilings measure_ceilings() {
 
 std::vector<std::pair<std::string, std::string>> describe(const Ceilings& c) {
   char l[3][200];
-  std::snprintf(l[0], sizeof l[0], "OpenBLAS sgemm n=%d, rows split over %d thread(s): %.1f GFLOP/s", c.sgemm_n,
+  std::snprintf(l[0], sizeof l[0],
+                "OpenBLAS sgemm n=%d, rows split over %d thread(s): %.1f GFLOP/s", c.sgemm_n,
                 c.threads, c.sgemm_gflops);
   std::snprintf(l[1], sizeof l[1],
                 "64 MiB arrays on %d thread(s): copy %.1f GB/s, triad %.1f GB/s (STREAM counts)",

@@ -3,14 +3,13 @@
 // right neighbour's.
 #include "apps/ring_demo/draw.h"
 
-#include "apps/svg_text.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
 
 #include "apps/ring_demo/report.h"
+#include "apps/svg_text.h"
 
 namespace engine::ring_demo {
 namespace {
@@ -45,9 +44,12 @@ constexpr const char* kScript = R"(<script>
 </script>
 )";
 
-
-std::string str(const char* f, auto... args) { return apps::fmt(f, args...); }
-std::string esc(const std::string& s) { return apps::xml_escape(s); }
+std::string str(const char* f, auto... args) {
+  return apps::fmt(f, args...);
+}
+std::string esc(const std::string& s) {
+  return apps::xml_escape(s);
+}
 
 std::string rank_colour(int r) {
   static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",

@@ -6,7 +6,6 @@
 
 namespace engine::trace_svg {
 
-
 const char* category_colour(const std::string& category) {
   // Tableau 10: distinct for people with the common colour-vision deficiencies too.
   if (category == "step") return "#cfcac6";

@@ -1,10 +1,11 @@
 // apps/trace_svg/svg.h: the few SVG-writing helpers the timeline needs: printf into a string,
 // XML escaping, category colours, text width estimates and round axis ticks.
 #pragma once
-#include "apps/svg_text.h"
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "apps/svg_text.h"
 
 namespace engine::trace_svg {
 

@@ -25,12 +25,14 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
         "write a training checkpoint (weights, optimizer, position, RNG) after every epoch");
   f.add("resume", &c.resume, "continue from a training checkpoint");
   f.add("metrics", &c.metrics, "write one JSON line per epoch to this file");
-  f.add_choice("device", &c.device, {"auto", "cpu", "cuda"},
-               "where to train; auto: cuda (rank r on cuda:LOCAL_RANK) when a GPU answers, else cpu");
+  f.add_choice(
+      "device", &c.device, {"auto", "cpu", "cuda"},
+      "where to train; auto: cuda (rank r on cuda:LOCAL_RANK) when a GPU answers, else cpu");
   f.add_choice("backend", &c.backend, {"ring", "nccl"},
                "collectives: our ring (CPU tensors) or NCCL (CUDA tensors)");
-  f.add("init-method", &c.init_method,
-        "rendezvous: env:// (torchrun, Open MPI or Slurm variables), tcp://host:port, file:///path");
+  f.add(
+      "init-method", &c.init_method,
+      "rendezvous: env:// (torchrun, Open MPI or Slurm variables), tcp://host:port, file:///path");
   f.add("world-size", &c.world_size, "number of ranks (-1: from the environment)");
   f.add("rank", &c.rank, "this process's rank (-1: from the environment)");
   f.add_choice("sync", &c.sync, {"allreduce", "reduce-broadcast", "bucketed"},
@@ -45,7 +47,7 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
         "write a Chrome trace (Perfetto, chrome://tracing): one track per rank and thread");
   f.add("plot", &c.plot, "draw loss per step and test accuracy per epoch as an SVG");
   f.add_switch("profile", &c.profile,
-                "after the run, print milliseconds per step by layer and phase, and GFLOP/s");
+               "after the run, print milliseconds per step by layer and phase, and GFLOP/s");
   f.add_switch("drop-last", &c.drop_last,
                "--sharding sampler: cut the dataset to a multiple of the world size");
 }
@@ -55,8 +57,7 @@ void validate(const TrainConfig& c) {
   ENGINE_CHECK(c.steps >= 0, "--steps must be 0 or more, got ", c.steps);
   ENGINE_CHECK(c.batch_size >= 1, "--batch-size must be at least 1, got ", c.batch_size);
   ENGINE_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
-  ENGINE_CHECK(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), got ",
-               c.momentum);
+  ENGINE_CHECK(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), got ", c.momentum);
   ENGINE_CHECK(c.threads >= 0, "--threads must be 0 or more, got ", c.threads);
   ENGINE_CHECK(c.dropout <= 1, "--dropout must be at most 1, got ", c.dropout);
   ENGINE_CHECK(c.seed >= 0, "--seed must be 0 or more, got ", c.seed);

@@ -11,7 +11,7 @@ struct TrainConfig {
   std::string model = "simplecnn";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t epochs = 1;
-  int64_t steps = 0;  // 0: no limit
+  int64_t steps = 0;         // 0: no limit
   int64_t batch_size = 128;  // global batch, split across ranks
   double lr = 0.01;
   double momentum = 0.5;
@@ -34,8 +34,8 @@ struct TrainConfig {
   double timeout_s = 300;
   bool drop_last = false;
   // Watching and measuring.
-  std::string trace;  // Chrome trace-event JSON of the run
-  std::string plot;   // SVG of loss per step and test accuracy per epoch
+  std::string trace;     // Chrome trace-event JSON of the run
+  std::string plot;      // SVG of loss per step and test accuracy per epoch
   bool profile = false;  // print where the step's time goes, per layer and phase
 };
 

@@ -1,12 +1,11 @@
 // apps/train/plot.cpp: see plot.h. Plain SVG 1.1: lines, polylines, circles and text; no script.
 #include "apps/train/plot.h"
 
-#include "apps/svg_text.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "apps/svg_text.h"
 #include "nn/atomic_file.h"
 
 namespace engine::apps {
@@ -18,9 +17,12 @@ constexpr const char* kLossColour = "#1f77b4";
 constexpr const char* kLossLight = "#a6c8e6";
 constexpr const char* kAccColour = "#d62728";
 
-
-std::string str(const char* f, auto... args) { return fmt(f, args...); }
-std::string esc(const std::string& s) { return xml_escape(s); }
+std::string str(const char* f, auto... args) {
+  return fmt(f, args...);
+}
+std::string esc(const std::string& s) {
+  return xml_escape(s);
+}
 
 std::string label(double v) {
   return str("%.6g", std::fabs(v) < 1e-12 ? 0.0 : v);

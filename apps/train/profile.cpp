@@ -6,9 +6,9 @@
 // Backward GFLOP/s counts 2x the forward flops (input and weight gradients).
 #include "apps/train/profile.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
-#include <algorithm>
 #include <iterator>
 #include <map>
 #include <vector>
@@ -39,8 +39,7 @@ std::string profile_table(const std::string& trace_json) {
   int64_t main_tid = -1;
   for (const Json& e : doc.at("traceEvents").items())
     if (e.at("ph").as_string() == "M" && e.at("pid").as_int() == 0 &&
-        e.at("name").as_string() == "thread_name" &&
-        e.at("args").at("name").as_string() == "main")
+        e.at("name").as_string() == "thread_name" && e.at("args").at("name").as_string() == "main")
       main_tid = e.at("tid").as_int();
 
   // Only what happens inside training steps counts (evaluation runs the same layers).

@@ -72,8 +72,8 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Mo
 
 // Mean loss and accuracy on the test split. Each rank evaluates its 1/W slice without autograd;
 // the sums meet in one all_reduce.
-void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator* comm,
-              Device dev, EpochResult* r) {
+void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator* comm, Device dev,
+              EpochResult* r) {
   NoGradGuard ng;
   model.eval();
   const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
@@ -136,8 +136,8 @@ void write_trace(const std::string& path, comm::Communicator* comm) {
 std::vector<int64_t> epoch_indices(const TrainConfig& c, int64_t n, int world, int rank,
                                    int64_t epoch, const std::vector<int64_t>& partition) {
   if (c.sharding == "partition") return partition;
-  data::DistributedSampler sampler(n, world, rank, c.shuffle == "on",
-                                   static_cast<uint64_t>(c.seed), c.drop_last);
+  data::DistributedSampler sampler(n, world, rank, c.shuffle == "on", static_cast<uint64_t>(c.seed),
+                                   c.drop_last);
   sampler.set_epoch(epoch);
   return sampler.indices();
 }
@@ -146,7 +146,8 @@ std::vector<int64_t> epoch_indices(const TrainConfig& c, int64_t n, int world, i
 
 void run_training(const TrainConfig& c) {
   validate(c);
-  ENGINE_CHECK(c.backend == "ring", "--backend nccl reduces CUDA tensors and this run trains on "
+  ENGINE_CHECK(c.backend == "ring",
+               "--backend nccl reduces CUDA tensors and this run trains on "
                "cpu: use --backend ring (NCCL comes with the CUDA backend)");
   std::unique_ptr<comm::Communicator> comm = connect(c);
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
@@ -199,10 +200,11 @@ void run_training(const TrainConfig& c) {
                                             comm::sync_mode_from_name(c.sync),
                                             static_cast<size_t>(c.bucket_mb * (1 << 20)));
     if (rank == 0)
-      std::printf("World %d: ring over %s, sync %s, sharding %s, %lld images per rank per step, "
-                  "%d threads per rank\n",
-                  world, comm->transport_kind().c_str(), c.sync.c_str(), c.sharding.c_str(),
-                  static_cast<long long>(batch), threads);
+      std::printf(
+          "World %d: ring over %s, sync %s, sharding %s, %lld images per rank per step, "
+          "%d threads per rank\n",
+          world, comm->transport_kind().c_str(), c.sync.c_str(), c.sharding.c_str(),
+          static_cast<long long>(batch), threads);
   }
 
   std::unique_ptr<MetricsWriter> metrics;
@@ -220,7 +222,7 @@ void run_training(const TrainConfig& c) {
   };
 
   if (!c.trace.empty() || c.profile) trace::enable(rank);
-  std::vector<double> step_loss;                       // --plot: rank 0's loss per step
+  std::vector<double> step_loss;                      // --plot: rank 0's loss per step
   std::vector<std::pair<int64_t, double>> epoch_acc;  // --plot: (step, test accuracy)
 
   Progress progress(rank, rank == 0);
@@ -302,7 +304,8 @@ void run_training(const TrainConfig& c) {
     if (metrics) metrics->write(r);
     save_checkpoint(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : bi);
     if (rank == 0 && !c.plot.empty())
-      write_training_plot(c.plot, step_loss, epoch_acc, c.model + ", world " + std::to_string(world));
+      write_training_plot(c.plot, step_loss, epoch_acc,
+                          c.model + ", world " + std::to_string(world));
   }
   if (rank == 0 && !c.save.empty()) nn::save_state_dict(c.save, *model);
   if (c.profile && rank == 0) std::printf("%s", profile_table(trace::to_json()).c_str());

@@ -142,7 +142,9 @@ void store_transposed(const float* tmp, int64_t ocv, int64_t nj, int64_t n_ch, f
 // Positions per step: with OCV <= 2 a step takes JB positions, whose dy vectors stay in
 // registers while each input of a kernel row is broadcast once for all the taps that read it
 // (R * (JB + KW - 1) broadcasts per R * KW * JB * OCV FMAs). Wider channel blocks step by one.
-constexpr int jb_for(int ocv) { return ocv == 1 ? 4 : ocv == 2 ? 2 : 1; }
+constexpr int jb_for(int ocv) {
+  return ocv == 1 ? 4 : ocv == 2 ? 2 : 1;
+}
 
 // Kernel rows per tile: R * KW * OCV accumulators + JB * OCV dy vectors + 1 within 31.
 constexpr int rmax(int ocv, int kw) {
@@ -182,8 +184,8 @@ void filter_tile(const FilterArgs& a, const int64_t* row_off, const int64_t* kh_
         __m512 dv[JB][OCV];
         for (int j = 0; j < JB; ++j)
           for (int v = 0; v < OCV; ++v)
-            dv[j][v] = j < valid ? _mm512_loadu_ps(d + j * a.cpad + v * kLanes)
-                                 : _mm512_setzero_ps();
+            dv[j][v] =
+                j < valid ? _mm512_loadu_ps(d + j * a.cpad + v * kLanes) : _mm512_setzero_ps();
         for (int r = 0; r < R; ++r) {
           if (!data[r]) continue;
           const float* x = rows[r] + j0;
@@ -281,8 +283,9 @@ void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geo
   for (int64_t b = 0; b < vb.nb; ++b) {
     const int ocv = static_cast<int>(vb.size(b));
     const int64_t v0 = vb.start(b);
-    FilterArgs a{xs,     dyt + v0 * kLanes, count, plane, g.c_in * plane, g.wp, g.oh(), g.ow(),
-                 cpad,   g.top,             g.rows};
+    FilterArgs a{
+        xs,    dyt + v0 * kLanes, count, plane, g.c_in * plane, g.wp, g.oh(), g.ow(), cpad, g.top,
+        g.rows};
     Blocks rb(rows, g.kw == 3 ? rmax(ocv, 3) : rmax(ocv, 5));
     for (int64_t e = 0; e < rb.nb; ++e) {
       const int64_t r0 = rb.start(e);

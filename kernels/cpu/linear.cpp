@@ -58,8 +58,8 @@ void linear_backward_weight(const float* dy, const float* x, float* dw, const Li
   }
   // dw rows (output features) split over threads: dw[o0:o1] = dy[:, o0:o1]^T x.
   by_rows(s.out, s.in * s.n, [&](int64_t o0, int64_t o1) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, s.in, s.n, 1.f, dy + o0, s.out,
-                x, s.in, beta, dw + o0 * s.in, s.in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, s.in, s.n, 1.f, dy + o0, s.out, x,
+                s.in, beta, dw + o0 * s.in, s.in);
   });
 }
 

@@ -51,8 +51,8 @@ void pool_row_2x2_avx512(const float* r0, const float* r1, float* y, int32_t* a,
     __m512i bi = vi[0];
     for (int q = 1; q < 4; ++q) {
       // A larger value wins, and so does any NaN (the last one).
-      const __mmask16 take = _mm512_cmp_ps_mask(v[q], best, _CMP_GT_OQ) |
-                             _mm512_cmp_ps_mask(v[q], v[q], _CMP_UNORD_Q);
+      const __mmask16 take =
+          _mm512_cmp_ps_mask(v[q], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v[q], v[q], _CMP_UNORD_Q);
       best = _mm512_mask_blend_ps(take, best, v[q]);
       bi = _mm512_mask_blend_epi32(take, bi, vi[q]);
     }

@@ -12,11 +12,12 @@ using namespace engine::testing;
 TEST_F(TrainTest, HelpListsTheFlags) {
   RunResult r = run(kTrain + " --help");
   EXPECT_EQ(r.code, 0);
-  for (const char* f : {"--model", "--data-dir", "--epochs", "--steps", "--batch-size", "--lr",
-                        "--momentum", "--optimizer", "--seed", "--threads", "--shuffle",
-                        "--dropout", "--init-from", "--save", "--checkpoint", "--resume",
-                        "--metrics", "--backend", "--init-method", "--world-size", "--rank",
-                        "--sync", "--sharding", "--bucket-mb", "--transport", "--timeout"})
+  for (const char* f :
+       {"--model",       "--data-dir",   "--epochs",     "--steps",   "--batch-size", "--lr",
+        "--momentum",    "--optimizer",  "--seed",       "--threads", "--shuffle",    "--dropout",
+        "--init-from",   "--save",       "--checkpoint", "--resume",  "--metrics",    "--backend",
+        "--init-method", "--world-size", "--rank",       "--sync",    "--sharding",   "--bucket-mb",
+        "--transport",   "--timeout"})
     EXPECT_NE(r.output.find(f), std::string::npos) << f;
 }
 
@@ -47,8 +48,8 @@ TEST_F(TrainTest, LossFallsAndMetricsAreWritten) {
   std::vector<Json> rows;
   while (std::getline(in, line)) rows.push_back(Json::parse(line));
   ASSERT_EQ(rows.size(), 3u);
-  for (const char* k : {"epoch", "step", "train_loss", "test_loss", "test_acc", "images_per_s",
-                        "wall_s"})
+  for (const char* k :
+       {"epoch", "step", "train_loss", "test_loss", "test_acc", "images_per_s", "wall_s"})
     EXPECT_TRUE(rows[0].find(k)) << k;
   EXPECT_EQ(rows[2].at("step").as_int(), 12);  // 512 / 128 = 4 steps per epoch
   EXPECT_LT(rows[2].at("train_loss").as_double(), 0.5 * rows[0].at("train_loss").as_double());
@@ -57,8 +58,8 @@ TEST_F(TrainTest, LossFallsAndMetricsAreWritten) {
 
 TEST_F(TrainTest, ResumeEqualsAnUninterruptedRunBitForBit) {
   // simplecnn with dropout on, so the RNG state must be restored too; the break falls mid-epoch.
-  std::string common = kTrain + " --model simplecnn --threads 2 --epochs 2 --batch-size 64 " +
-                       "--data-dir " + data_;
+  std::string common =
+      kTrain + " --model simplecnn --threads 2 --epochs 2 --batch-size 64 " + "--data-dir " + data_;
   RunResult a = run(common + " --steps 11 --save " + path("a.safetensors"));
   ASSERT_EQ(a.code, 0) << a.output;
   RunResult b1 = run(common + " --steps 5 --checkpoint " + path("c.safetensors"));
@@ -80,16 +81,16 @@ TEST_F(TrainTest, InitFromAndSaveRoundTrip) {
   RunResult a = run(kTrain + " --model net --steps 2 --data-dir " + data_ + " --save " +
                     path("a.safetensors"));
   ASSERT_EQ(a.code, 0) << a.output;
-  RunResult b = run(kTrain + " --model net --steps 1 --lr 1e-9 --momentum 0 --dropout 0 " +
-                    "--data-dir " + data_ + " --init-from " + path("a.safetensors") + " --save " +
-                    path("b.safetensors"));
+  RunResult b =
+      run(kTrain + " --model net --steps 1 --lr 1e-9 --momentum 0 --dropout 0 " + "--data-dir " +
+          data_ + " --init-from " + path("a.safetensors") + " --save " + path("b.safetensors"));
   ASSERT_EQ(b.code, 0) << b.output;
   std::vector<float> wa = floats(load_safetensors(path("a.safetensors")), "fc2.bias");
   std::vector<float> wb = floats(load_safetensors(path("b.safetensors")), "fc2.bias");
   ASSERT_EQ(wa.size(), wb.size());
   for (size_t i = 0; i < wa.size(); ++i) EXPECT_NEAR(wa[i], wb[i], 1e-6);
-  RunResult bad = run(kTrain + " --model linear --data-dir " + data_ + " --init-from " +
-                      path("a.safetensors"));
+  RunResult bad =
+      run(kTrain + " --model linear --data-dir " + data_ + " --init-from " + path("a.safetensors"));
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.output.find("weight"), std::string::npos) << bad.output;
 }

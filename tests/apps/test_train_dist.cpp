@@ -7,7 +7,6 @@
 
 #include "nn/atomic_file.h"
 #include "nn/json.h"
-
 #include "tests/apps/train_fixture.h"
 
 using namespace engine;
@@ -24,8 +23,8 @@ double max_rel_diff(const std::string& a, const std::string& b) {
     std::vector<float> x = floats(fa, e.name), y = floats(fb, e.name);
     EXPECT_EQ(x.size(), y.size()) << e.name;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-      worst = std::max(worst, std::abs(x[i] - y[i]) /
-                                  std::max<double>(std::abs(x[i]), 1e-3 + std::abs(y[i])));
+      worst = std::max(
+          worst, std::abs(x[i] - y[i]) / std::max<double>(std::abs(x[i]), 1e-3 + std::abs(y[i])));
   }
   return worst;
 }
@@ -40,28 +39,29 @@ TEST_P(TwoRanksLikeOne, FinalParametersAgree) {
   auto [model, sync] = GetParam();
   std::string args = " --model " + model +
                      " --dropout 0 --sharding sampler --shuffle off --batch-size 128 --steps 20 "
-                     "--epochs 5 --data-dir " + data_;
+                     "--epochs 5 --data-dir " +
+                     data_;
   RunResult one = run(kTrain + args + " --threads 2 --save " + path("one.safetensors"));
   ASSERT_EQ(one.code, 0) << one.output;
-  RunResult two = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
-                      " -- " + kTrain + args + " --sync " + sync + " --timeout 60 --save " +
-                      path("two.safetensors"));
+  RunResult two =
+      run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) + " -- " +
+          kTrain + args + " --sync " + sync + " --timeout 60 --save " + path("two.safetensors"));
   ASSERT_EQ(two.code, 0) << two.output;
   EXPECT_NE(two.output.find("[rank 0] World 2"), std::string::npos) << two.output;
   EXPECT_LT(max_rel_diff(path("one.safetensors"), path("two.safetensors")), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Train, TwoRanksLikeOne,
-    ::testing::Values(std::make_tuple("linear", "bucketed"), std::make_tuple("linear", "allreduce"),
-                      std::make_tuple("linear", "reduce-broadcast"),
-                      std::make_tuple("simplecnn", "bucketed")),
-    [](const auto& info) {
-      std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param);
-      for (char& c : s)
-        if (c == '-') c = '_';
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Train, TwoRanksLikeOne,
+                         ::testing::Values(std::make_tuple("linear", "bucketed"),
+                                           std::make_tuple("linear", "allreduce"),
+                                           std::make_tuple("linear", "reduce-broadcast"),
+                                           std::make_tuple("simplecnn", "bucketed")),
+                         [](const auto& info) {
+                           std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
 
 TEST_F(TrainTest, ConvnetTrainsOnTwoRanksWithBatchNormBroadcast) {
   RunResult r = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
@@ -76,10 +76,11 @@ TEST_F(TrainTest, AKilledRankStopsItsPeerWithAMessageNamingIt) {
   // Two ranks started by hand (no launch to stop them); rank 1 is killed mid-training. Rank 0
   // must exit non-zero well within --timeout, naming rank 1.
   std::string train = kTrain + " --model simplecnn --epochs 50 --timeout 30 --data-dir " + data_;
-  std::string script = "export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                       std::to_string(port()) + "; RANK=0 " + train + " > " + path("out0") +
-                       " 2>&1 & p0=$!; RANK=1 " + train + " > /dev/null 2>&1 & p1=$!; " +
-                       "sleep 4; kill -9 $p1; wait $p0; echo rank0-exit=$?; cat " + path("out0");
+  std::string script =
+      "export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port()) +
+      "; RANK=0 " + train + " > " + path("out0") + " 2>&1 & p0=$!; RANK=1 " + train +
+      " > /dev/null 2>&1 & p1=$!; " + "sleep 4; kill -9 $p1; wait $p0; echo rank0-exit=$?; cat " +
+      path("out0");
   auto t0 = std::chrono::steady_clock::now();
   RunResult r = run("sh -c '" + script + "'");
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -91,9 +92,10 @@ TEST_F(TrainTest, AKilledRankStopsItsPeerWithAMessageNamingIt) {
 
 TEST_F(TrainTest, TraceHasOneAllreducePerBucketPerStepAndNestsPerThread) {
   // linear: bias (40 B) and weight (31,360 B); a 10 KB cap puts them in two buckets.
-  RunResult r = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
-                    " -- " + kTrain + " --model linear --epochs 2 --steps 5 --bucket-mb 0.01 --timeout 60 " +
-                    "--data-dir " + data_ + " --trace " + path("t.json"));
+  RunResult r =
+      run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) + " -- " +
+          kTrain + " --model linear --epochs 2 --steps 5 --bucket-mb 0.01 --timeout 60 " +
+          "--data-dir " + data_ + " --trace " + path("t.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   Json doc = Json::parse(read_file(path("t.json")));
   std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> spans;

@@ -88,9 +88,10 @@ TEST(ThreadPool, CoversRangeOnceAndIsStatic) {
   std::vector<int64_t> starts(2, -1);
   parallel_run([&](int t, int nt) { starts[t] = 1000 * t / nt; });
   EXPECT_EQ(starts, (std::vector<int64_t>{0, 500}));
-  EXPECT_THROW(parallel_for(100, 1, [](int64_t b, int64_t) {
-                 if (b > 0) throw Error("boom");
-               }),
+  EXPECT_THROW(parallel_for(100, 1,
+                            [](int64_t b, int64_t) {
+                              if (b > 0) throw Error("boom");
+                            }),
                Error);
 }
 

@@ -50,8 +50,7 @@ TEST(Functional, Conv2dGrad) {
 TEST(Functional, MaxPoolForwardAndGrad) {
   Tensor x = Tensor::from_vector({1, 5, 2, 0, 3, 4, 8, 1, 0, 0, 1, 1, 9, 0, 1, 2}, {1, 1, 4, 4});
   EXPECT_EQ(nn::max_pool2d(x, 2, 2).to_vector(), (std::vector<float>{5, 8, 9, 2}));
-  gradcheck([](auto& in) { return nn::max_pool2d(in[0], 2, 2); }, {leaf({2, 3, 6, 5}, 10)},
-            1e-3);
+  gradcheck([](auto& in) { return nn::max_pool2d(in[0], 2, 2); }, {leaf({2, 3, 6, 5}, 10)}, 1e-3);
 }
 
 TEST(Functional, ReluForwardAndGrad) {
@@ -81,8 +80,8 @@ TEST(Functional, BatchNormTrainEvalAndGrad) {
   std::vector<float> y = nn::batch_norm2d(x, g, b, rm, rv, true).to_vector();
   // mean 4, biased var 5: (x - 4) / sqrt(5 + 1e-5)
   EXPECT_NEAR(y[0], -3 / std::sqrt(5.00001f), 1e-5);
-  EXPECT_NEAR(rm.item(), 0.4f, 1e-6);                    // 0.1 * 4
-  EXPECT_NEAR(rv.item(), 0.9f + 0.1f * 20 / 3, 1e-5);    // unbiased var 20/3
+  EXPECT_NEAR(rm.item(), 0.4f, 1e-6);                  // 0.1 * 4
+  EXPECT_NEAR(rv.item(), 0.9f + 0.1f * 20 / 3, 1e-5);  // unbiased var 20/3
   std::vector<float> e = nn::batch_norm2d(x, g, b, rm, rv, false).to_vector();
   EXPECT_NEAR(e[0], (1 - 0.4f) / std::sqrt(rv.item() + 1e-5f), 1e-5);
   Tensor rm2 = Tensor::zeros({3}), rv2 = Tensor::full({3}, 1.0f);
@@ -96,8 +95,10 @@ TEST(Functional, DropoutMaskScaleAndGrad) {
   std::vector<float> y = nn::dropout(x, 0.25f, true, gen).to_vector();
   int zeros = 0;
   for (float v : y) {
-    if (v == 0) ++zeros;
-    else EXPECT_FLOAT_EQ(v, 1 / 0.75f);
+    if (v == 0)
+      ++zeros;
+    else
+      EXPECT_FLOAT_EQ(v, 1 / 0.75f);
   }
   EXPECT_NEAR(zeros / 10000.0, 0.25, 0.02);
   EXPECT_TRUE(nn::dropout(x, 0.5f, false, gen).same(x));  // eval: identity

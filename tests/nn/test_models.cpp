@@ -68,15 +68,14 @@ TEST(Models, StateDictKeysMatchPyTorch) {
                                           {"layer2.1.num_batches_tracked", {}},
                                           {"fc.weight", {10, 1568}},
                                           {"fc.bias", {10}}}));
-  EXPECT_EQ(shapes(*model("net")),
-            (std::map<std::string, Shape>{{"conv1.weight", {10, 1, 5, 5}},
-                                          {"conv1.bias", {10}},
-                                          {"conv2.weight", {20, 10, 5, 5}},
-                                          {"conv2.bias", {20}},
-                                          {"fc1.weight", {50, 320}},
-                                          {"fc1.bias", {50}},
-                                          {"fc2.weight", {10, 50}},
-                                          {"fc2.bias", {10}}}));
+  EXPECT_EQ(shapes(*model("net")), (std::map<std::string, Shape>{{"conv1.weight", {10, 1, 5, 5}},
+                                                                 {"conv1.bias", {10}},
+                                                                 {"conv2.weight", {20, 10, 5, 5}},
+                                                                 {"conv2.bias", {20}},
+                                                                 {"fc1.weight", {50, 320}},
+                                                                 {"fc1.bias", {50}},
+                                                                 {"fc2.weight", {10, 50}},
+                                                                 {"fc2.bias", {10}}}));
   EXPECT_EQ(shapes(*model("linear")),
             (std::map<std::string, Shape>{{"weight", {10, 784}}, {"bias", {10}}}));
   // PyTorch's order: conv2d params, then batchnorm params then its buffers.
