@@ -124,6 +124,7 @@ void Tensor::copy_from(const Tensor& src) {
                "copy_from: ", shape_str(src.shape()), " ", dtype_name(src.dtype()), " into ",
                shape_str(shape()), " ", dtype_name(dtype()));
   if (nbytes() == 0) return;
+  if (raw_data() == src.raw_data() && device() == src.device()) return;  // the same elements
   if (device().is_cpu() && src.device().is_cpu())
     std::memcpy(raw_data(), src.raw_data(), nbytes());
   else

@@ -42,6 +42,21 @@ void affine(const float* x, float* y, const BatchNormShape& s, int64_t c, BnAffi
   });
 }
 
+// Channel c's sum(dy) and sum((x - mean) * dy), in double and in a fixed order: what the
+// gradients of gamma and beta are, and what the training-mode input gradient needs.
+struct DySums {
+  double sum_dy = 0, dotp = 0;
+};
+DySums dy_sums(const float* dy, const float* x, float mean, const BatchNormShape& s, int64_t c) {
+  DySums r;
+  for_planes(s, c, [&](int64_t off) {
+    r.sum_dy += plane_sum(s.hw, [&](int64_t i) { return double(dy[off + i]); });
+    r.dotp += plane_sum(
+        s.hw, [&](int64_t i) { return (double(x[off + i]) - double(mean)) * double(dy[off + i]); });
+  });
+  return r;
+}
+
 }  // namespace
 
 void batch_norm_train_forward(const float* x, const float* gamma, const float* beta, float* y,
@@ -102,13 +117,7 @@ void batch_norm_backward(const float* dy, const float* x, const float* gamma,
   parallel_for(s.c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const float mean = save_mean[c], invstd = save_invstd[c], w = gamma ? gamma[c] : 1.f;
-      double sum_dy = 0.0, dotp = 0.0;
-      for_planes(s, c, [&](int64_t off) {
-        sum_dy += plane_sum(s.hw, [&](int64_t i) { return double(dy[off + i]); });
-        dotp += plane_sum(s.hw, [&](int64_t i) {
-          return (double(x[off + i]) - double(mean)) * double(dy[off + i]);
-        });
-      });
+      const auto [sum_dy, dotp] = dy_sums(dy, x, mean, s, c);
       if (dgamma) dgamma[c] = static_cast<float>(dotp * double(invstd));
       if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
       if (!dx) continue;
@@ -131,13 +140,7 @@ void batch_norm_eval_backward(const float* dy, const float* x, const float* gamm
       const float mean = running_mean[c], w = gamma ? gamma[c] : 1.f;
       const float invstd = static_cast<float>(bn_invstd(double(running_var[c]), double(eps)));
       if (dgamma || dbeta) {
-        double sum_dy = 0.0, dotp = 0.0;
-        for_planes(s, c, [&](int64_t off) {
-          sum_dy += plane_sum(s.hw, [&](int64_t i) { return double(dy[off + i]); });
-          dotp += plane_sum(s.hw, [&](int64_t i) {
-            return (double(x[off + i]) - double(mean)) * double(dy[off + i]);
-          });
-        });
+        const auto [sum_dy, dotp] = dy_sums(dy, x, mean, s, c);
         if (dgamma) dgamma[c] = static_cast<float>(dotp * double(invstd));
         if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
       }
