@@ -1,17 +1,25 @@
 // apps/allreduce_bench_main.cpp: nccl-tests for our collectives. Forks --world-size ranks on this
 // host (meeting at tcp://127.0.0.1:<free port>), or joins ranks started by `launch` (env://);
 // rank 0 prints one table per collective and, with --json, one JSON object per row.
+// --device cuda puts the buffers on GPUs (rank r on cuda:(local rank % devices)), moved by our
+// Communicator's Tensor overloads (--backend ring: staged through host memory, or --ring-transport
+// ipc) or by NCCL (--backend nccl); exit code 2 when no CUDA device answers.
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
 
 #include "apps/allreduce_bench/config.h"
+#include "apps/allreduce_bench/cuda_env.h"
 #include "apps/allreduce_bench/report.h"
 #include "apps/allreduce_bench/runner.h"
 #include "apps/allreduce_bench/spawn.h"
+#include "comm/cuda_ipc_ring.h"
+#include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
 #include "comm/socket.h"
+#include "core/device.h"
+#include "core/error.h"
 
 namespace {
 
@@ -19,12 +27,74 @@ using engine::allreduce_bench::Collective;
 using engine::allreduce_bench::Config;
 using engine::allreduce_bench::Row;
 
+// What a rank on a CUDA device runs with; the text is for the "# device" line.
+struct CudaSetup {
+  engine::allreduce_bench::Backend backend;
+  std::unique_ptr<engine::comm::NcclCommunicator> nccl;
+  std::string devices, backend_text;
+};
+
+// Picks this rank's GPU and builds what moves the data: an NcclCommunicator (through the store
+// the ranks met at), the CUDA IPC ring attached to comm, or nothing (comm stages through host
+// memory).
+CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
+                     const std::shared_ptr<engine::comm::Store>& store) {
+  namespace ab = engine::allreduce_bench;
+  const int count = engine::cuda_device_count();
+  ENGINE_CHECK(count > 0, engine::cuda_unavailable_reason());
+  CudaSetup s;
+  const int device = comm.local_rank() % count;
+  s.backend.device = device;
+  const engine::comm::Millis timeout(cfg.timeout_s * 1000);
+  if (cfg.nccl()) {
+    ENGINE_CHECK(comm.local_size() <= count, "--backend nccl: ", comm.local_size(),
+                 " ranks on this host but ", count,
+                 " CUDA device(s): NCCL needs a GPU of its own per rank");
+    engine::comm::NcclOptions o;
+    o.timeout = timeout;
+    o.key = "allreduce_bench/nccl";
+    s.nccl = std::make_unique<engine::comm::NcclCommunicator>(store, comm.rank(), comm.size(),
+                                                              device, o);
+    s.backend.nccl = s.nccl.get();
+    s.backend_text = "nccl (comm::NcclCommunicator, NCCL " + ab::nccl_version() +
+                     "); the host transport only lines the ranks up and combines the times";
+  } else if (cfg.ring_transport == "ipc") {
+    const std::string why = engine::comm::CudaIpcRing::unsupported_reason(device);
+    ENGINE_CHECK(why.empty(), "--ring-transport ipc on cuda:", device, ": ", why);
+    engine::comm::IpcRingOptions o;
+    o.timeout = timeout;
+    o.key = "allreduce_bench/ipc";
+    if (cfg.segment_bytes > 0) o.segment_bytes = static_cast<size_t>(cfg.segment_bytes);
+    comm.attach_ipc_ring(
+        std::make_unique<engine::comm::CudaIpcRing>(store, comm.rank(), comm.size(), device, o));
+    s.backend_text =
+        "ring, Communicator Tensor overloads: float32 all_reduce on the CUDA IPC ring "
+        "(path " +
+        comm.cuda_path() +
+        "), the other collectives staged through pinned host memory and the host "
+        "transport";
+  } else {
+    s.backend_text =
+        "ring, Communicator Tensor overloads: staged through pinned host memory and "
+        "the host transport";
+  }
+  s.devices = "rank r on cuda:(local rank % " + std::to_string(count) + "), rank " +
+              std::to_string(comm.rank()) + " on cuda:" + std::to_string(device) + " (" +
+              ab::device_name(device) + ")";
+  return s;
+}
+
 // One rank: connect, run, report. Returns the exit code.
 int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank) {
   namespace ab = engine::allreduce_bench;
   try {
-    auto comm = engine::comm::init_communicator(init);
+    // init_communicator(init), keeping the store: NCCL and the IPC ring meet through it too.
+    engine::comm::InitTarget target = engine::comm::resolve_init_method(init);
+    auto comm = engine::comm::connect_communicator(target.store, target.rank, target.world_size,
+                                                   init.connect);
     if (cfg.segment_bytes > 0) comm->set_segment_bytes(static_cast<size_t>(cfg.segment_bytes));
+    CudaSetup cuda;
+    if (cfg.cuda()) cuda = setup_cuda(cfg, *comm, target.store);
     std::unique_ptr<FILE, int (*)(FILE*)> json(nullptr, fclose);
     FILE* table = stdout;
     if (comm->rank() == 0 && !cfg.json_path.empty()) {
@@ -36,8 +106,10 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
       }
     }
     FILE* json_out = cfg.json_path == "-" ? stdout : json.get();
-    if (comm->rank() == 0)
+    if (comm->rank() == 0) {
       ab::print_preamble(table, cfg, comm->size(), comm->transport_kind(), comm->segment_bytes());
+      if (cfg.cuda()) ab::print_device_line(table, cfg, cuda.devices, cuda.backend_text);
+    }
     ab::run_rank(
         *comm, cfg, [&](Collective c) { ab::print_table_header(table, c, comm->size()); },
         [&](const Row& row) {
@@ -46,8 +118,10 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
             std::fprintf(json_out, "%s\n", ab::json_row(row, cfg).c_str());
             std::fflush(json_out);
           }
-        });
+        },
+        cuda.backend);
     comm->barrier();
+    cuda.nccl.reset();  // before the communicator (and its store) go
     return 0;
   } catch (const std::exception& e) {
     std::string who = forked_rank >= 0 ? " [rank " + std::to_string(forked_rank) + "]" : "";
@@ -59,6 +133,21 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
 int run(int argc, char** argv) {
   Config cfg;
   if (!engine::allreduce_bench::parse_flags(argc, argv, &cfg)) return 0;
+  if (cfg.cuda()) {
+    // Asked in a child process: CUDA initialised here would not survive the fork of the ranks.
+    const engine::allreduce_bench::CudaProbe probe = engine::allreduce_bench::probe_cuda_devices();
+    if (probe.count == 0) {
+      std::fprintf(stderr, "allreduce_bench: %s\n", probe.reason.c_str());
+      return 2;
+    }
+    if (cfg.nccl() && cfg.world_size > probe.count) {
+      std::fprintf(stderr,
+                   "allreduce_bench: --backend nccl: %d ranks on this host but %d CUDA device(s): "
+                   "NCCL needs a GPU of its own per rank\n",
+                   cfg.world_size, probe.count);
+      return 2;
+    }
+  }
   engine::comm::InitOptions init;
   init.init_method = cfg.init_method;
   init.connect.transport = cfg.transport;

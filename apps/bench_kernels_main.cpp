@@ -2,6 +2,9 @@
 // checked against the plain reference (kernels/cpu/reference.h) before it is timed, and reported
 // against the machine's ceilings measured at start. Google Benchmark runs the cases, so
 // --benchmark_filter, --benchmark_format=json, --benchmark_min_time, ... all work.
+// --device cuda runs the same cases on a GPU (kernels/cuda), checked against the same reference
+// and reported against the GPU's ceilings (cuBLAS SGEMM, device-to-device copy); exit code 2 when
+// no CUDA device answers.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -12,6 +15,7 @@
 
 #include "apps/bench_kernels/cases.h"
 #include "apps/bench_kernels/ceiling.h"
+#include "apps/bench_kernels/cuda_ceiling.h"
 #include "apps/bench_kernels/reporter.h"
 #include "apps/bench_kernels/shapes.h"
 #include "apps/flags.h"
@@ -21,9 +25,13 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: bench_kernels [--threads N] [--benchmark_filter=REGEX] [--benchmark_format=json]\n"
-    "                     [--benchmark_min_time=SECONDS] [--benchmark_out=FILE] ...\n"
+    "usage: bench_kernels [--threads N] [--device cpu|cuda] [--benchmark_filter=REGEX]\n"
+    "                     [--benchmark_format=json] [--benchmark_min_time=SECONDS]\n"
+    "                     [--benchmark_out=FILE] ...\n"
     "  --threads N   engine (and OpenBLAS) threads; default: all cores\n"
+    "  --device D    cpu (default), or cuda (cuda:0; cuda:N for another GPU): the same cases\n"
+    "                on the GPU, against its cuBLAS SGEMM and device-to-device copy ceilings;\n"
+    "                exit status 2 when no CUDA device answers\n"
     "  A case is checked against the reference before it is timed; a failed check skips it\n"
     "  and makes the exit status 1. --benchmark_min_time defaults to 0.2 here.";
 
@@ -51,6 +59,26 @@ int take_threads_flag(int* argc, char** argv) {
   return threads;
 }
 
+// Takes `--device D` / `--device=D` out of argv; returns D, or "cpu" when absent.
+std::string take_device_flag(int* argc, char** argv) {
+  std::string device = "cpu";
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--device") {
+      if (i + 1 >= *argc) throw engine::Error("--device needs a value (cpu or cuda)");
+      device = argv[++i];
+    } else if (a.rfind("--device=", 0) == 0) {
+      device = a.substr(9);
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return device;
+}
+
 bool has_flag(int argc, char** argv, const char* prefix) {
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], prefix, std::strlen(prefix)) == 0) return true;
@@ -68,6 +96,7 @@ bool console_format(int argc, char** argv) {
 int run(int argc, char** argv) {
   if (has_flag(argc, argv, "--help") || has_flag(argc, argv, "-h")) std::puts(kUsage);
   const int threads = take_threads_flag(&argc, argv);
+  const engine::Device device = engine::Device::parse(take_device_flag(&argc, argv));
   engine::set_num_threads(threads > 0 ? threads : engine::hardware_threads());
 
   // Our default minimum time per case, unless given (150-odd cases on 2 cores).
@@ -79,6 +108,14 @@ int run(int argc, char** argv) {
   const bool console = console_format(nargs, args.data());  // before Initialize eats the flags
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
+  if (device.is_cuda() && engine::cuda_device_count() <= device.index) {
+    const std::string why = engine::cuda_device_count() == 0
+                                ? engine::cuda_unavailable_reason()
+                                : "no CUDA device " + device.str() + " (" +
+                                      std::to_string(engine::cuda_device_count()) + " visible)";
+    std::fprintf(stderr, "bench_kernels: %s\n", why.c_str());
+    return 2;
+  }
 
   // Reported in the run's context, which Google Benchmark prints (or writes into the JSON)
   // before any case; with JSON or CSV on stdout, also on stderr for people.
@@ -87,18 +124,27 @@ int run(int argc, char** argv) {
     if (!console) std::fprintf(stderr, "%s: %s\n", key.c_str(), value.c_str());
   };
   say("threads", std::to_string(engine::num_threads()));
-  if (engine::cuda_device_count() == 0)
-    say("cuda", "cases skipped: " + engine::cuda_unavailable_reason());
-  else
-    say("cuda", std::to_string(engine::cuda_device_count()) +
-                    " device(s) answer, but bench_kernels has CPU cases only so far");
-
-  engine::bench::verify_sites_against_models();
-  const engine::bench::Ceilings ceilings = engine::bench::measure_ceilings();
-  for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
-
   std::vector<engine::bench::Failure> failures;
-  engine::bench::register_cpu_cases(ceilings, &failures);
+  if (device.is_cpu()) {
+    if (engine::cuda_device_count() == 0)
+      say("cuda", "cases skipped: " + engine::cuda_unavailable_reason());
+    else
+      say("cuda", std::to_string(engine::cuda_device_count()) +
+                      " device(s) answer; --device cuda runs the cases on one");
+
+    engine::bench::verify_sites_against_models();
+    const engine::bench::Ceilings ceilings = engine::bench::measure_ceilings();
+    for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
+    engine::bench::register_cpu_cases(ceilings, &failures);
+  } else {
+    engine::bench::verify_sites_against_models();
+    const engine::bench::CudaCeilings ceilings = engine::bench::measure_cuda_ceilings(device.index);
+    for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
+    say("cuda_cases", "the CPU cases' names on " + device.str() +
+                          ", checked against the same reference; idx_decode, normalize and comm's "
+                          "reduce_into have no device kernel and are not run");
+    engine::bench::register_cuda_cases(ceilings, &failures);
+  }
   engine::bench::TableReporter table;
   benchmark::RunSpecifiedBenchmarks(console ? &table : nullptr);
   benchmark::Shutdown();

@@ -1,14 +1,17 @@
 // apps/gpu_selftest_main.cpp: `gpu_selftest`, the first program to run on a machine with a GPU.
 // It checks every CUDA op against the CPU (forward and backward), one training step of each
-// model, and NCCL collectives, then prints a pass/fail table.
+// model, NCCL collectives in one process, and an all_reduce between two ranks (child processes)
+// over each backend (ring staged, ring IPC, NCCL), then prints a pass/fail table.
 // Exit code: 0 all passed, 1 a check failed, 2 no CUDA device (the reason is printed), 3 bad use.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "apps/gpu_selftest/checks.h"
+#include "apps/gpu_selftest/multi_rank.h"
 #include "core/device.h"
 
 namespace {
@@ -16,7 +19,8 @@ namespace {
 const char kUsage[] =
     "usage: gpu_selftest [--device cuda:N]\n"
     "Checks each CUDA kernel against the CPU, one training step of each model on the GPU against\n"
-    "the CPU, and NCCL collectives (world 1); prints a pass/fail table.\n"
+    "the CPU, NCCL collectives (world 1), and an all_reduce between 2 ranks (child processes)\n"
+    "over each backend: ring staged, ring IPC, NCCL; prints a pass/fail table.\n"
     "Exit code: 0 all passed, 1 a check failed, 2 no CUDA device.\n";
 
 }  // namespace
@@ -24,6 +28,8 @@ const char kUsage[] =
 int main(int argc, char** argv) {
   using namespace engine;
   std::string device = "cuda:0";
+  if (argc == 6 && std::string(argv[1]) == "--child")  // a rank of the two-rank checks
+    return selftest::run_child(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5]);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--device" && i + 1 < argc) {
@@ -61,6 +67,11 @@ int main(int argc, char** argv) {
   for (auto* run :
        {&selftest::run_op_checks, &selftest::run_model_checks, &selftest::run_nccl_checks}) {
     std::vector<selftest::CheckResult> part = (*run)(dev);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  {
+    std::vector<selftest::CheckResult> part =
+        selftest::run_multi_rank_checks(dev, "/proc/self/exe");
     all.insert(all.end(), part.begin(), part.end());
   }
   std::printf("%-6s %-42s %-6s %12s %10s  %s\n", "group", "check", "result", "rel error",

@@ -1,10 +1,13 @@
 // comm/communicator.cpp: the Communicator's execution (inline or on the communication thread, in
-// call order), point-to-point messages and the Tensor overloads. The algorithms live in
-// collectives_ring.cpp, collectives_chain.cpp and collectives_direct.cpp.
+// call order) and point-to-point messages. The algorithms live in collectives_ring.cpp,
+// collectives_chain.cpp and collectives_direct.cpp; the Tensor overloads in
+// communicator_tensor.cpp.
 #include "comm/communicator.h"
 
 #include <cstdio>
 
+#include "comm/cuda_ipc_ring.h"  // complete types for the members
+#include "comm/nccl_communicator.h"
 #include "core/error.h"
 
 namespace engine::comm {
@@ -86,7 +89,7 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions opt
   set_segment_bytes(opts_.segment_bytes);
 }
 
-Communicator::~Communicator() {
+void Communicator::shutdown() {
   std::deque<std::pair<std::function<void()>, std::shared_ptr<Work::State>>> left;
   {
     std::lock_guard lk(qmu_);
@@ -317,116 +320,6 @@ Work Communicator::isend(const void* data, size_t count, DType dtype, int dst, i
 
 Work Communicator::irecv(void* data, size_t count, DType dtype, int src, int tag) {
   return post_p2p(false, data, count, dtype, src, tag);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Tensor overloads
-
-namespace {
-
-void* cpu_data(const Tensor& t, const char* what) {
-  ENGINE_CHECK(t.defined(), "comm ", what, ": undefined tensor");
-  ENGINE_CHECK(t.device().is_cpu(), "comm ", what, ": tensor on ", t.device().str(),
-               ": collectives on CUDA tensors need the CUDA backend (not built yet); copy the "
-               "tensor to the CPU first");
-  return t.raw_data();
-}
-
-size_t numel(const Tensor& t) {
-  return static_cast<size_t>(t.numel());
-}
-
-}  // namespace
-
-void Communicator::all_reduce(const Tensor& t, ReduceOp op) {
-  void* p = cpu_data(t, "all_reduce");
-  all_reduce(p, numel(t), t.dtype(), op);
-}
-
-void Communicator::broadcast(const Tensor& t, int root) {
-  void* p = cpu_data(t, "broadcast");
-  broadcast(p, numel(t), t.dtype(), root);
-}
-
-void Communicator::reduce(const Tensor& t, ReduceOp op, int root) {
-  void* p = cpu_data(t, "reduce");
-  reduce(p, numel(t), t.dtype(), op, root);
-}
-
-void Communicator::all_gather(const Tensor& in, const Tensor& out) {
-  void* i = cpu_data(in, "all_gather");
-  void* o = cpu_data(out, "all_gather");
-  ENGINE_CHECK(out.dtype() == in.dtype(), "all_gather: output dtype ", dtype_name(out.dtype()),
-               " differs from input dtype ", dtype_name(in.dtype()));
-  ENGINE_CHECK(numel(out) == numel(in) * size(), "all_gather: output has ", numel(out),
-               " elements, expected ", size(), " x ", numel(in));
-  all_gather(i, o, numel(in), in.dtype());
-}
-
-void Communicator::gather(const Tensor& in, const Tensor& out, int root) {
-  void* i = cpu_data(in, "gather");
-  void* o = nullptr;
-  if (rank() == root) {
-    o = cpu_data(out, "gather");
-    ENGINE_CHECK(out.dtype() == in.dtype() && numel(out) == numel(in) * size(),
-                 "gather: the root's output must hold ", size(), " x ", numel(in), " ",
-                 dtype_name(in.dtype()));
-  }
-  gather(i, o, numel(in), in.dtype(), root);
-}
-
-void Communicator::scatter(const Tensor& in, const Tensor& out, int root) {
-  void* o = cpu_data(out, "scatter");
-  void* i = nullptr;
-  if (rank() == root) {
-    i = cpu_data(in, "scatter");
-    ENGINE_CHECK(in.dtype() == out.dtype() && numel(in) == numel(out) * size(),
-                 "scatter: the root's input must hold ", size(), " x ", numel(out), " ",
-                 dtype_name(out.dtype()));
-  }
-  scatter(i, o, numel(out), out.dtype(), root);
-}
-
-void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
-  void* i = cpu_data(in, "reduce_scatter");
-  void* o = cpu_data(out, "reduce_scatter");
-  ENGINE_CHECK(in.dtype() == out.dtype() && numel(in) == numel(out) * size(),
-               "reduce_scatter: input must hold ", size(), " x ", numel(out), " ",
-               dtype_name(out.dtype()));
-  reduce_scatter(i, o, numel(out), out.dtype(), op);
-}
-
-void Communicator::send(const Tensor& t, int dst, int tag) {
-  void* p = cpu_data(t, "send");
-  send(p, numel(t), t.dtype(), dst, tag);
-}
-
-void Communicator::recv(const Tensor& t, int src, int tag) {
-  void* p = cpu_data(t, "recv");
-  recv(p, numel(t), t.dtype(), src, tag);
-}
-
-Work Communicator::isend(const Tensor& t, int dst, int tag) {
-  void* p = cpu_data(t, "isend");
-  return isend(p, numel(t), t.dtype(), dst, tag);
-}
-
-Work Communicator::irecv(const Tensor& t, int src, int tag) {
-  void* p = cpu_data(t, "irecv");
-  return irecv(p, numel(t), t.dtype(), src, tag);
-}
-
-Work Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {
-  void* p = cpu_data(t, "all_reduce_async");
-  check_reduce_supported(t.dtype(), op);
-  // The closure holds the tensor so that its storage outlives the queued work.
-  return enqueue([=, this] { do_all_reduce(p, numel(t), t.dtype(), op); });
-}
-
-Work Communicator::broadcast_async(const Tensor& t, int root) {
-  void* p = cpu_data(t, "broadcast_async");
-  check_root(root, "broadcast");
-  return enqueue([=, this] { do_broadcast(p, numel(t), t.dtype(), root); });
 }
 
 }  // namespace engine::comm

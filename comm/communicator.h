@@ -19,7 +19,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/deadline.h"
 #include "comm/frame.h"
@@ -30,7 +32,14 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 
+namespace engine::cuda {
+class Event;
+}
+
 namespace engine::comm {
+
+class NcclCommunicator;
+class CudaIpcRing;
 
 struct CommOptions {
   Millis timeout{300000};
@@ -112,7 +121,8 @@ class Communicator {
   // unpack). fn runs on the communication thread; its collectives run there inline.
   Work submit(std::function<void(Communicator&)> fn);
 
-  // --- Tensor overloads (CPU tensors; a CUDA tensor is an engine::Error until the CUDA backend) --
+  // --- Tensor overloads: CPU tensors, and CUDA tensors (below)
+  // ------------------------------------
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM);
   void broadcast(const Tensor& t, int root);
   void reduce(const Tensor& t, ReduceOp op, int root);
@@ -127,10 +137,37 @@ class Communicator {
   Work all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::SUM);
   Work broadcast_async(const Tensor& t, int root);
 
+  // --- CUDA tensors
+  // ------------------------------------------------------------------------------- The blocking
+  // Tensor overloads and the *_async ones take CUDA tensors (one device per call). Three paths, the
+  // first that applies:
+  //   nccl    attach_nccl(): every collective NCCL has (all_reduce, broadcast, reduce, all_gather,
+  //           reduce_scatter, send, recv) runs on NCCL, on the device's comm stream;
+  //   ipc     attach_ipc_ring(): float32 all_reduce (not PROD) runs on the CUDA IPC ring
+  //           (comm/cuda_ipc_ring.h), our own reduce-copy kernel between the GPUs of one host;
+  //   staged  otherwise: the tensors are copied, on the comm stream after the compute work queued
+  //           so far, into this communicator's pinned host buffer, the collective runs on the ring
+  //           and transports above, and the results are copied back; compute waits for that copy.
+  // Every path returns with the result in place (the host waited for it, bounded by the timeout),
+  // and runs in call order with the other collectives. isend/irecv take CPU tensors only.
+  void attach_nccl(std::unique_ptr<NcclCommunicator> nccl);
+  void attach_ipc_ring(std::unique_ptr<CudaIpcRing> ring);
+  // "nccl", "ipc" or "staged": how all_reduce moves a float32 CUDA tensor.
+  std::string cuda_path() const;
+  NcclCommunicator* nccl() { return nccl_.get(); }
+  // all_reduce of a CUDA tensor that waits on the device only for `ready` (an event of the
+  // tensor's device) instead of for all compute work queued before the call: gradient sync
+  // starts a bucket once its own gradients are written, while backward goes on.
+  void all_reduce_after(const Tensor& t, ReduceOp op, const cuda::Event& ready);
+  // The rendezvous store (null for communicators made without one).
+  std::shared_ptr<Store> store() const { return store_; }
+
   // The transport (tests, benchmarks).
   Transport& transport() { return *transport_; }
 
  private:
+  // Stops the communication thread; queued work fails (the destructor's first step).
+  void shutdown();
   // Execution: synchronous calls run inline unless queued work is ahead of them.
   void run(const std::function<void()>& fn);
   Work enqueue(std::function<void()> fn);
@@ -155,6 +192,15 @@ class Communicator {
   // Dissemination exchange of fp: returns once every rank is known to call the same collective.
   void agree(const Fingerprint& fp);
   Work post_p2p(bool is_send, void* data, size_t count, DType dt, int peer, int tag);
+  // CUDA tensors (communicator_tensor.cpp).
+  struct Staged;
+  void run_staged(std::vector<Staged>& tensors, const cuda::Event* ready,
+                  const std::function<void()>& fn);
+  void cuda_all_reduce(const Tensor& t, ReduceOp op, const cuda::Event* ready);
+  std::unique_ptr<NcclCommunicator> nccl_;
+  std::unique_ptr<CudaIpcRing> ipc_;
+  void* pinned_ = nullptr;  // staging buffer (pinned host memory), grown on demand
+  size_t pinned_bytes_ = 0;
 
   std::shared_ptr<Transport> transport_;
   CommOptions opts_;

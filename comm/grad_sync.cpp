@@ -3,16 +3,19 @@
 
 #include <cstring>
 
+#include "comm/nccl_communicator.h"
+#include "core/cuda_backend.h"
 #include "core/error.h"
 #include "core/trace.h"
 
 namespace engine::comm {
 
 struct GradSync::Bucket {
-  Tensor flat;         // (count) packed gradients
+  Tensor flat;         // (count) packed gradients, on the parameters' device
   size_t pending = 0;  // gradients not yet packed this step
   bool launched = false;
-  Work work;
+  Work work;           // on the communication thread
+  cuda::Event queued;  // NCCL, queued on the device: done when this event is
 };
 
 SyncMode sync_mode_from_name(const std::string& s) {
@@ -36,8 +39,13 @@ const char* sync_mode_name(SyncMode m) {
 
 GradSync::GradSync(Communicator& comm, NamedParams params, SyncMode mode, size_t bucket_bytes)
     : comm_(comm), params_(std::move(params)), mode_(mode) {
-  for (auto& [n, p] : params_)
+  for (auto& [n, p] : params_) {
     ENGINE_CHECK(p.dtype() == DType::F32, "gradient sync: parameter '", n, "' must be float32");
+    ENGINE_CHECK(p.device() == params_.front().second.device(), "gradient sync: parameter '", n,
+                 "' is on ", p.device().str(), ", the first on ",
+                 params_.front().second.device().str(), ": one device per rank");
+  }
+  if (!params_.empty()) device_ = params_.front().second.device();
   if (mode_ != SyncMode::Bucketed) return;
   ENGINE_CHECK(bucket_bytes >= 4, "gradient sync: bucket size ", bucket_bytes,
                " bytes is too small");
@@ -60,7 +68,7 @@ GradSync::GradSync(Communicator& comm, NamedParams params, SyncMode mode, size_t
     auto* b = new Bucket;
     size_t count = 0;
     for (size_t i : members) count += params_[i].second.numel();
-    b->flat = Tensor::zeros({static_cast<int64_t>(count)});
+    b->flat = Tensor::zeros({static_cast<int64_t>(count)}, DType::F32, device_);
     buckets_.push_back(b);
   }
   for (size_t i = 0; i < params_.size(); ++i)
@@ -74,6 +82,9 @@ GradSync::~GradSync() {
   for (Bucket* b : buckets_) {
     try {
       if (b->work.valid()) b->work.wait();
+      // A queued NCCL all_reduce may still write the bucket: compute (which reuses freed
+      // blocks) waits for it.
+      if (b->queued.defined()) b->queued.block(cuda::Stream::Compute);
     } catch (...) {
       // The error was or will be reported by finish(); a destructor never throws.
     }
@@ -87,13 +98,14 @@ void GradSync::begin() {
     buckets_[k]->pending = bucket_params_[k].size();
     buckets_[k]->launched = false;
     buckets_[k]->work = Work();
+    buckets_[k]->queued = cuda::Event();
   }
 }
 
 void GradSync::on_grad_ready(size_t i, const Tensor& g) {
   if (!armed_) return;
   Bucket* b = buckets_[bucket_of_[i]];
-  // The bucket lives in host memory; a CUDA gradient is staged through it (a copy to the host).
+  // On a GPU the copy is queued on the compute stream, behind the kernel that made g.
   b->flat.flat_slice(static_cast<int64_t>(offset_of_[i]), g.numel()).copy_from(g);
   if (--b->pending == 0) launch(bucket_of_[i]);
 }
@@ -102,11 +114,26 @@ void GradSync::launch(size_t k) {
   Bucket* b = buckets_[k];
   b->launched = true;
   Tensor flat = b->flat;
-  b->work = comm_.submit([flat, k](Communicator& c) {
+  // On a GPU the bucket's all_reduce waits (on the device) for this point of the compute stream:
+  // its gradients are packed, and the rest of backward goes on beside it.
+  std::shared_ptr<cuda::Event> ready;
+  if (flat.device().is_cuda())
+    ready = std::make_shared<cuda::Event>(
+        cuda::Event::record(flat.device().index, cuda::Stream::Compute));
+  if (ready && comm_.nccl()) {  // NCCL: queued on the comm stream from here, no thread, no wait
+    trace::Scope ts("allreduce (queued)", "comm");
+    ts.arg("bucket", k).arg("bytes", flat.nbytes());
+    b->queued = comm_.nccl()->all_reduce_queued(flat, ReduceOp::AVG, *ready);
+    return;
+  }
+  b->work = comm_.submit([flat, k, ready](Communicator& c) {
     if (trace::enabled()) trace::set_thread_name("comm");
     trace::Scope ts("allreduce", "comm");
     ts.arg("bucket", k).arg("bytes", flat.nbytes());
-    c.all_reduce(flat, ReduceOp::AVG);
+    if (ready)
+      c.all_reduce_after(flat, ReduceOp::AVG, *ready);
+    else
+      c.all_reduce(flat, ReduceOp::AVG);
   });
 }
 
@@ -126,7 +153,16 @@ void GradSync::finish() {
     }
     {
       trace::Scope ts("allreduce wait", "comm");
-      for (size_t k = 0; k < buckets_.size(); ++k) buckets_[k]->work.wait();
+      for (size_t k = 0; k < buckets_.size(); ++k) {
+        Bucket* b = buckets_[k];
+        if (b->queued.defined()) {
+          b->queued.block(cuda::Stream::Compute);  // the device waits, not the host
+          b->queued = cuda::Event();
+        } else {
+          b->work.wait();
+        }
+      }
+      if (device_.is_cuda() && comm_.nccl()) comm_.nccl()->check();
     }
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor& p = params_[i].second;
@@ -139,7 +175,7 @@ void GradSync::finish() {
   trace::Scope ts(mode_ == SyncMode::AllReduce ? "allreduce" : "reduce+broadcast", "comm");
   for (auto& [n, p] : params_) {
     if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), DType::F32, p.device()));
-    Tensor g = p.grad().to(Device::cpu());  // CUDA gradients are staged through the host
+    Tensor g = p.grad();
     if (mode_ == SyncMode::AllReduce) {
       comm_.all_reduce(g, ReduceOp::SUM);
       g.mul_(1.0f / static_cast<float>(world));
@@ -148,20 +184,11 @@ void GradSync::finish() {
       if (comm_.rank() == 0) g.mul_(1.0f / static_cast<float>(world));
       comm_.broadcast(g, 0);
     }
-    if (!p.grad().device().is_cpu()) p.grad().copy_from(g);
   }
 }
 
 void broadcast_tensors(Communicator& comm, const NamedParams& tensors, int root) {
-  for (auto& [n, t] : tensors) {
-    if (t.device().is_cpu()) {
-      comm.broadcast(t, root);
-    } else {  // staged through the host
-      Tensor h = t.to(Device::cpu());
-      comm.broadcast(h, root);
-      Tensor(t).copy_from(h);
-    }
-  }
+  for (auto& [n, t] : tensors) comm.broadcast(t, root);
 }
 
 }  // namespace engine::comm

@@ -6,8 +6,13 @@
 //                    (the order backward makes them); a bucket's all_reduce starts on the
 //                    communication thread as soon as its last gradient is final (parameter hook),
 //                    overlapping the rest of backward; finish() waits and unpacks.
-// It sees tensors and hooks only, never a model. Gradients on a CUDA device are staged through
-// host memory (the ring's transports carry host buffers).
+// It sees tensors and hooks only, never a model. On a GPU the buckets live on the device: a
+// gradient is packed by a copy queued on the compute stream, the bucket's all_reduce waits for an
+// event recorded after its last copy (not for the rest of backward) and runs on the communicator's
+// CUDA path. With NCCL it is queued on the comm stream straight from the gradient hook and
+// finish() only makes the compute stream wait for it (events, no host wait; NCCL's watchdog
+// bounds it). The IPC ring and the staged path run on the communication thread, which waits for
+// each bucket on the host while backward goes on; finish() waits for that thread.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -50,6 +55,7 @@ class GradSync {
 
   Communicator& comm_;
   NamedParams params_;
+  Device device_ = Device::cpu();  // of every parameter
   SyncMode mode_;
   std::vector<std::vector<size_t>> bucket_params_;
   std::vector<Bucket*> buckets_;

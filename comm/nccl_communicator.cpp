@@ -3,8 +3,11 @@
 // ncclCommGetAsyncError and the deadline. Without CUDA: a constructor that says so.
 #include "comm/nccl_communicator.h"
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <thread>
 
 #include "core/error.h"
@@ -115,8 +118,23 @@ void pause() {
 }  // namespace
 
 struct NcclCommunicator::Impl {
-  ncclComm_t comm = nullptr;
+  ncclComm_t comm = nullptr;  // null once aborted
   cudaEvent_t done = nullptr;
+  // Calls and the watchdog's abort take turns on the communicator.
+  std::mutex comm_mu;
+  // Queued collectives (all_reduce_queued) that the watchdog watches.
+  struct Pending {
+    cudaEvent_t ev = nullptr;
+    Deadline deadline;
+    std::string what;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Pending> pending;
+  std::string error;  // set by the watchdog: the next call throws it
+  bool error_is_timeout = false;
+  bool stop = false;
+  std::thread watchdog;
 };
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<Store> store, int rank, int world, int device,
@@ -184,6 +202,15 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<Store> store, int rank, int w
 
 NcclCommunicator::~NcclCommunicator() {
   if (!impl_) return;
+  if (impl_->watchdog.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(impl_->mu);
+      impl_->stop = true;
+    }
+    impl_->cv.notify_all();
+    impl_->watchdog.join();
+  }
+  for (auto& p : impl_->pending) (void)cudaEventDestroy(p.ev);
   if (impl_->comm) {
     const cudaError_t set = cudaSetDevice(device_);
     (void)set;
@@ -219,16 +246,23 @@ namespace {
 // it: issue (the non-blocking comm may answer ncclInProgress), record an event, poll both the
 // event and the communicator's async error until done, failed or past the deadline.
 template <class Launch>
-void run_collective(ncclComm_t comm, cudaEvent_t done, int rank, int world, int device,
-                    Millis timeout, bool& broken, const char* what, size_t count, Launch launch) {
-  ENGINE_CHECK(!broken, "nccl ", what, " on rank ", rank,
+void run_collective(ncclComm_t& comm, cudaEvent_t done, int rank, int world, int device,
+                    Millis timeout, bool& broken, const cuda::Event*& ready, const char* what,
+                    size_t count, Launch launch) {
+  const cuda::Event* after = ready;
+  ready = nullptr;
+  ENGINE_CHECK(!broken && comm != nullptr, "nccl ", what, " on rank ", rank,
                ": the communicator was aborted by an earlier error");
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = cuda::comm_stream(device);
-  cuda::comm_wait_for_compute(device);
+  if (after)
+    after->block(cuda::Stream::Comm);
+  else
+    cuda::comm_wait_for_compute(device);
   const Deadline deadline = Deadline::after(timeout);
   auto abort_with = [&](const std::string& why, bool timed_out) {
     (void)ncclCommAbort(comm);
+    comm = nullptr;
     broken = true;
     const std::string msg =
         detail::concat("nccl ", what, " of ", count, " elements on rank ", rank, " of ", world,
@@ -276,9 +310,13 @@ void run_collective(ncclComm_t comm, cudaEvent_t done, int rank, int world, int 
 
 }  // namespace
 
-#define ENGINE_NCCL_RUN(what, count, ...)                                                        \
-  run_collective(impl_->comm, impl_->done, rank_, world_, device_, opts_.timeout, broken_, what, \
-                 count, [&](cudaStream_t stream) { return __VA_ARGS__; })
+#define ENGINE_NCCL_RUN(what, count, ...)                                                    \
+  do {                                                                                       \
+    check();                                                                                 \
+    std::lock_guard<std::mutex> comm_lock(impl_->comm_mu);                                   \
+    run_collective(impl_->comm, impl_->done, rank_, world_, device_, opts_.timeout, broken_, \
+                   ready_, what, count, [&](cudaStream_t stream) { return __VA_ARGS__; });   \
+  } while (0)
 
 void NcclCommunicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
   const ncclRedOp_t rop = nccl_op(op, dtype);
@@ -323,6 +361,124 @@ void NcclCommunicator::recv(void* data, size_t count, DType dtype, int peer) {
                   ncclRecv(data, count, nccl_type(dtype), peer, impl_->comm, stream));
 }
 
+void NcclCommunicator::check() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  if (impl_->error.empty()) return;
+  if (impl_->error_is_timeout) throw TimeoutError(impl_->error);
+  throw Error(impl_->error);
+}
+
+// The watchdog: polls the queued collectives' events in order and the communicator's async error.
+// A failure, or a collective past its deadline, aborts the communicator (under comm_mu, so never
+// beside a call), which also makes NCCL's kernels return, so the streams waiting on them drain.
+void NcclCommunicator::watch() {
+  Impl& im = *impl_;
+  std::unique_lock<std::mutex> lk(im.mu);
+  for (;;) {
+    im.cv.wait_for(lk, std::chrono::milliseconds(1),
+                   [&] { return im.stop || !im.pending.empty(); });
+    if (im.stop) return;
+    while (!im.pending.empty()) {
+      Impl::Pending& p = im.pending.front();
+      const cudaError_t q = cudaEventQuery(p.ev);
+      if (q == cudaSuccess) {
+        (void)cudaEventDestroy(p.ev);
+        im.pending.pop_front();
+        continue;
+      }
+      std::string why;
+      bool timed_out = false;
+      if (q != cudaErrorNotReady) {
+        why = detail::concat("failed: ", cudaGetErrorString(q));
+      } else if (p.deadline.expired()) {
+        why = detail::concat("did not complete within ", seconds_str(opts_.timeout),
+                             " (a peer may be dead or calling another collective)");
+        timed_out = true;
+      } else {
+        lk.unlock();
+        ncclResult_t state = ncclSuccess;
+        {
+          std::lock_guard<std::mutex> cl(im.comm_mu);
+          if (im.comm && ncclCommGetAsyncError(im.comm, &state) == ncclSuccess &&
+              state != ncclSuccess && state != ncclInProgress)
+            why = detail::concat("failed: ", ncclGetErrorString(state));
+        }
+        lk.lock();
+        if (why.empty()) break;  // still running: look again later
+      }
+      im.error = detail::concat("nccl ", p.what, " on rank ", rank_, " of ", world_,
+                                " (cuda:", device_, ") ", why, "; communicator aborted");
+      im.error_is_timeout = timed_out;
+      for (auto& left : im.pending) (void)cudaEventDestroy(left.ev);
+      im.pending.clear();
+      lk.unlock();
+      {
+        std::lock_guard<std::mutex> cl(im.comm_mu);
+        if (im.comm) (void)ncclCommAbort(im.comm);
+        im.comm = nullptr;
+      }
+      std::fprintf(stderr, "engine: %s\n", im.error.c_str());
+      lk.lock();
+    }
+  }
+}
+
+cuda::Event NcclCommunicator::all_reduce_queued(const Tensor& t, ReduceOp op,
+                                                const cuda::Event& ready) {
+  check_tensor(t, "all_reduce");
+  check();
+  const ncclRedOp_t rop = nccl_op(op, t.dtype());
+  cuda::DeviceGuard guard(device_);
+  cuda::Event done;
+  {
+    std::lock_guard<std::mutex> cl(impl_->comm_mu);
+    ENGINE_CHECK(!broken_ && impl_->comm != nullptr, "nccl all_reduce on rank ", rank_,
+                 ": the communicator was aborted by an earlier error");
+    ready.block(cuda::Stream::Comm);
+    const ncclResult_t r =
+        ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_type(t.dtype()), rop, impl_->comm,
+                      cuda::comm_stream(device_));
+    if (r != ncclSuccess && r != ncclInProgress) {
+      const std::string last = ncclGetLastError(impl_->comm);
+      (void)ncclCommAbort(impl_->comm);
+      impl_->comm = nullptr;
+      broken_ = true;
+      ENGINE_FAIL("nccl all_reduce of ", t.numel(), " elements on rank ", rank_,
+                  " failed to start: ", ncclGetErrorString(r), last.empty() ? "" : " - ", last);
+    }
+    // A non-blocking communicator may still be enqueueing: the event must follow the kernel.
+    const Deadline deadline = Deadline::after(opts_.timeout);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      NCCL_CHECK(ncclCommGetAsyncError(impl_->comm, &state));
+      if (state == ncclSuccess) break;
+      if (state != ncclInProgress || deadline.expired()) {
+        (void)ncclCommAbort(impl_->comm);
+        impl_->comm = nullptr;
+        broken_ = true;
+        ENGINE_FAIL("nccl all_reduce of ", t.numel(), " elements on rank ", rank_, " ",
+                    state == ncclInProgress ? "was not issued within the timeout"
+                                            : ncclGetErrorString(state),
+                    "; communicator aborted");
+      }
+      pause();
+    }
+    done = cuda::Event::record(device_, cuda::Stream::Comm);
+  }
+  // The watchdog gets its own event (the caller's may be gone before the collective is).
+  cudaEvent_t watched = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&watched, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(watched, cuda::comm_stream(device_)));
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->pending.push_back({watched, Deadline::after(opts_.timeout),
+                              detail::concat("all_reduce of ", t.numel(), " elements (queued)")});
+    if (!impl_->watchdog.joinable()) impl_->watchdog = std::thread([this] { watch(); });
+  }
+  impl_->cv.notify_all();
+  return done;
+}
+
 #undef ENGINE_NCCL_RUN
 
 #else  // no CUDA: the class exists so callers need no #ifdef; making one throws.
@@ -361,6 +517,10 @@ void NcclCommunicator::send(const void*, size_t, DType, int) {
 }
 void NcclCommunicator::recv(void*, size_t, DType, int) {
   not_built("recv");
+}
+void NcclCommunicator::check() const {}
+cuda::Event NcclCommunicator::all_reduce_queued(const Tensor&, ReduceOp, const cuda::Event&) {
+  not_built("all_reduce");
 }
 
 #endif  // ENGINE_WITH_CUDA

@@ -23,6 +23,7 @@
 #include "comm/deadline.h"
 #include "comm/reduce.h"
 #include "comm/store.h"
+#include "core/cuda_backend.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -48,6 +49,9 @@ class NcclCommunicator {
   int size() const { return world_; }
   int device() const { return device_; }
   bool broken() const { return broken_; }
+  // The next call waits on the device for `ready` (an event of device()) instead of for all the
+  // compute work queued before it. The event must stay alive until that call returns.
+  void order_next_after(const cuda::Event& ready) { ready_ = &ready; }
 
   // --- raw device buffers of device() ---
   void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::SUM);
@@ -71,13 +75,26 @@ class NcclCommunicator {
   void send(const Tensor& t, int peer);
   void recv(const Tensor& t, int peer);
 
+  // --- queued: no host wait ---
+  // Queues an all_reduce of t on the comm stream, after `ready` (an event of device()), and
+  // returns at once with an event recorded after it: the caller makes its compute stream wait on
+  // that event. A watchdog thread polls the queued collectives and the communicator's async
+  // error; a failure, or a collective still running after the timeout, aborts the communicator
+  // (which releases the streams waiting on it) and the next call of this object throws the error
+  // (engine::TimeoutError for the timeout). Gradient sync uses this: no host wait in the step.
+  cuda::Event all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready);
+  // Throws the watchdog's error, if any.
+  void check() const;
+
  private:
   struct Impl;
   void check_tensor(const Tensor& t, const char* what) const;
   void check_root(int root, const char* what) const;
+  void watch();  // the watchdog thread's loop
 
   int rank_ = 0, world_ = 1, device_ = 0;
   bool broken_ = false;
+  const cuda::Event* ready_ = nullptr;  // order_next_after(), for one call
   NcclOptions opts_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Impl> impl_;

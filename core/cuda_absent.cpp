@@ -48,6 +48,36 @@ void scale_f32(int, float*, float, int64_t) {
   not_built("scale_f32");
 }
 
+void* alloc_pinned(size_t) {
+  not_built("alloc_pinned");
+}
+void free_pinned(void* p) {
+  if (p) not_built("free_pinned");
+}
+void copy_async(void*, Device, const void*, Device, size_t, int, Stream) {
+  not_built("copy_async");
+}
+void synchronize(int, Stream) {
+  not_built("synchronize");
+}
+Event::~Event() = default;
+Event& Event::operator=(Event&& o) noexcept {
+  ev_ = o.ev_;
+  device_ = o.device_;
+  o.ev_ = nullptr;
+  return *this;
+}
+Event Event::record(int, Stream) {
+  not_built("Event::record");
+}
+void Event::block(Stream) const {
+  not_built("Event::block");
+}
+bool Event::done() const {
+  return true;
+}
+void Event::synchronize() const {}
+
 }  // namespace engine::cuda
 
 #endif  // ENGINE_WITH_CUDA

@@ -21,8 +21,51 @@ void free(int device, void* p, size_t nbytes);
 AllocatorStats stats(int device);
 void empty_cache(int device);
 
-// Copies nbytes between any two of host and device memory; synchronous for the caller.
+// Copies nbytes between any two of host and device memory; synchronous for the caller: host
+// memory may be read or reused on return, and device memory is ordered with the devices' compute
+// streams (a copy within one device, or between two, is queued there: no host wait).
 void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+
+// The streams of each device (core/cuda/stream.cuh): every kernel on Compute, collectives on
+// Comm, uploads of the next batch on Copy.
+enum class Stream : uint8_t { Compute, Comm, Copy };
+
+// Page-locked host memory: copies to and from it run asynchronously at full PCIe speed.
+void* alloc_pinned(size_t nbytes);
+void free_pinned(void* p);  // nullptr is fine
+
+// A copy queued on stream s of `device`, returning at once. Host memory must be pinned; device
+// memory must be `device`'s. The caller orders it (Event) and waits for it before touching dst.
+void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes,
+                int device, Stream s);
+// Blocks the host until stream s of `device` has finished its queued work.
+void synchronize(int device, Stream s);
+
+// A point in one stream of one device (a cudaEvent_t without timing), owned; movable.
+class Event {
+ public:
+  Event() = default;
+  ~Event();
+  Event(Event&& o) noexcept : ev_(o.ev_), device_(o.device_) { o.ev_ = nullptr; }
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Records the work queued so far on stream s of `device`.
+  static Event record(int device, Stream s);
+  bool defined() const { return ev_ != nullptr; }
+  int device() const { return device_; }
+  // Stream s of device() waits for this point (on the device; the host goes on).
+  void block(Stream s) const;
+  // True once the recorded work has finished (never blocks).
+  bool done() const;
+  // Blocks the host until the recorded work has finished.
+  void synchronize() const;
+
+ private:
+  void* ev_ = nullptr;
+  int device_ = -1;
+};
 
 // Elementwise on device memory (float32): p[i] = v; dst[i] += alpha * src[i]; p[i] *= s.
 void fill_f32(int device, float* p, float v, int64_t n);

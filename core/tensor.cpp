@@ -62,6 +62,7 @@ Tensor Tensor::empty(const Shape& shape, DType dt, Device d) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dt, Device d) {
   Tensor t = empty(shape, dt, d);
+  if (t.nbytes() == 0) return t;
   if (d.is_cpu())
     std::memset(t.raw_data(), 0, t.nbytes());
   else if (dt == DType::F32)

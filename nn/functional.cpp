@@ -18,6 +18,7 @@
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cuda/ops.h"
+#include "nn/lambda_node.h"
 
 namespace engine::nn {
 namespace {
@@ -51,28 +52,8 @@ float* f(const Tensor& t) {
   return t.defined() ? t.data<float>() : nullptr;
 }
 
-// A Node whose backward is a lambda over saved tensors.
-template <class Fn>
-class LambdaNode : public Node {
- public:
-  LambdaNode(const char* name, Fn fn) : name_(name), fn_(std::move(fn)) {}
-  std::vector<Tensor> apply(const Tensor& g) override { return fn_(g); }
-  std::string name() const override { return name_; }
-
- private:
-  const char* name_;
-  Fn fn_;
-};
-
-template <class Fn>
-void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, Fn fn) {
-  if (!any_requires_grad(inputs)) return;
-  attach_node(out, std::make_shared<LambdaNode<Fn>>(name, std::move(fn)), inputs);
-}
-
-bool needs(const Tensor& t) {
-  return t.defined() && t.requires_grad();
-}
+using detail::needs;
+using detail::record;
 
 }  // namespace
 

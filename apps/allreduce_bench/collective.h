@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/nccl_communicator.h"
+#include "core/tensor.h"
 
 namespace engine::allreduce_bench {
 
@@ -22,12 +24,25 @@ double busbw_factor(Collective c, int world);
 // multiple of the world size (the size is the gathered / scattered total, as nccl-tests').
 int64_t total_count(Collective c, int64_t nbytes, int world);
 
+// Where a rank's buffers live and what moves them.
+struct Backend {
+  int device = -1;  // -1: host memory (raw-buffer calls); else this rank's CUDA device
+  // With a device: NCCL when set, else the Communicator's Tensor overloads on CUDA tensors.
+  comm::NcclCommunicator* nccl = nullptr;
+};
+
 class CollectiveRun {
  public:
   // count: total_count(); root 0 for broadcast and reduce.
-  CollectiveRun(Collective c, comm::Communicator& comm, int64_t count, comm::ReduceOp op);
+  CollectiveRun(Collective c, comm::Communicator& comm, int64_t count, comm::ReduceOp op,
+                Backend backend = {});
 
-  void run();  // the collective once: what is timed
+  // The collective once: what is timed. On a device a call of no elements is not made (nothing
+  // to move; every rank skips it alike).
+  void run();
+  // Waits until the device has finished what run() queued (a no-op on the host): the timing
+  // reads the clock after it.
+  void finish();
 
   // Fills the inputs with check values, runs once, returns this rank's wrong elements.
   int64_t check();
@@ -36,12 +51,16 @@ class CollectiveRun {
   float value(int rank, int64_t i) const;  // unique to rank and position, exact in float
   float expected_reduction(int64_t i) const;
   int64_t count_wrong(const float* got, int64_t n, const std::vector<float>& want) const;
+  template <class Comm>
+  void run_tensors(Comm& c);
 
   Collective c_;
   comm::Communicator& comm_;
   int64_t count_, chunk_;  // chunk_: per-rank share for all_gather / reduce_scatter
   comm::ReduceOp op_;
+  Backend backend_;
   std::vector<float> in_, out_;
+  Tensor din_, dout_;  // on backend_.device (undefined on the host, or when empty)
 };
 
 }  // namespace engine::allreduce_bench

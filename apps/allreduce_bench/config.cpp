@@ -75,8 +75,19 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   f.add("json", &cfg->json_path, "also write one JSON object per row to this file (- = stdout)");
   f.add("segment-bytes", &cfg->segment_bytes, "ring pipelining grain (0: the communicator's)");
   f.add("timeout", &cfg->timeout_s, "seconds any rendezvous or wait may take");
+  f.add_choice("device", &cfg->device, {"cpu", "cuda"},
+               "where the buffers live; cuda: rank r on cuda:(local rank % devices)");
+  f.add_choice("backend", &cfg->backend, {"ring", "nccl"},
+               "ring: our Communicator (CUDA tensors through its Tensor overloads); nccl: "
+               "NcclCommunicator, one GPU per rank (--device cuda)");
+  f.add_choice("ring-transport", &cfg->ring_transport, {"staged", "ipc"},
+               "--device cuda --backend ring: staged through pinned host memory, or all_reduce "
+               "on the CUDA IPC ring (GPUs of one host)");
   if (!f.parse(argc, argv)) return false;
   ENGINE_CHECK(f.rest().empty(), "unexpected arguments after --");
+  ENGINE_CHECK(cfg->cuda() || !cfg->nccl(), "--backend nccl needs --device cuda");
+  ENGINE_CHECK(!f.given("ring-transport") || (cfg->cuda() && !cfg->nccl()),
+               "--ring-transport applies to --device cuda --backend ring only");
 
   ENGINE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");
   cfg->world_size = static_cast<int>(world);

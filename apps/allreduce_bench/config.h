@@ -24,6 +24,17 @@ struct Config {
   std::string json_path;      // "" = none, "-" = stdout
   int64_t segment_bytes = 0;  // 0: the communicator's default
   int64_t timeout_s = 120;
+  // Where the buffers live: "cpu" (host memory) or "cuda" (rank r on cuda:(local rank % devices)).
+  std::string device = "cpu";
+  // What moves them: "ring" (our Communicator; CUDA tensors through its Tensor overloads) or
+  // "nccl" (comm::NcclCommunicator; --device cuda only).
+  std::string backend = "ring";
+  // --device cuda --backend ring: "staged" (through pinned host memory and the ring above) or
+  // "ipc" (all_reduce on the CUDA IPC ring, comm/cuda_ipc_ring.h, attached to the Communicator).
+  std::string ring_transport = "staged";
+
+  bool cuda() const { return device == "cuda"; }
+  bool nccl() const { return backend == "nccl"; }
 
   int64_t iters_for(int64_t nbytes) const;
   std::vector<int64_t> sizes() const;  // min_bytes, * step_factor, ..., <= max_bytes

@@ -32,6 +32,13 @@ void print_preamble(FILE* out, const Config& cfg, int world, const std::string& 
                cfg.check ? "on (separate pass)" : "off", segment_bytes, load_average().c_str());
 }
 
+void print_device_line(FILE* out, const Config& cfg, const std::string& devices,
+                       const std::string& backend) {
+  std::fprintf(out, "# device %s: %s; backend %s\n", cfg.device.c_str(), devices.c_str(),
+               backend.c_str());
+  std::fflush(out);
+}
+
 void print_table_header(FILE* out, Collective c, int world) {
   const char* factor = "1";
   if (c == Collective::kAllReduce) factor = "2(n-1)/n";
@@ -56,10 +63,12 @@ std::string json_row(const Row& r, const Config& cfg) {
   std::ostringstream os;
   os.precision(6);
   os << "{\"collective\": \"" << collective_name(r.collective) << "\", \"world\": " << r.world
-     << ", \"transport\": \"" << r.transport << "\", \"op\": \"" << comm::reduce_op_name(cfg.op)
-     << "\", \"bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"iters\": " << r.iters
-     << ", \"time_us\": " << r.time_us << ", \"algbw_gbs\": " << r.algbw_gbs
-     << ", \"busbw_gbs\": " << r.busbw_gbs << ", \"wrong\": ";
+     << ", \"transport\": \"" << r.transport << "\", \"device\": \"" << cfg.device
+     << "\", \"backend\": \"" << cfg.backend << "\"";
+  if (cfg.cuda() && !cfg.nccl()) os << ", \"ring_transport\": \"" << cfg.ring_transport << "\"";
+  os << ", \"op\": \"" << comm::reduce_op_name(cfg.op) << "\", \"bytes\": " << r.bytes
+     << ", \"count\": " << r.count << ", \"iters\": " << r.iters << ", \"time_us\": " << r.time_us
+     << ", \"algbw_gbs\": " << r.algbw_gbs << ", \"busbw_gbs\": " << r.busbw_gbs << ", \"wrong\": ";
   if (r.wrong < 0)
     os << "null";
   else

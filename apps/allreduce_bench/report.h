@@ -1,5 +1,6 @@
 // apps/allreduce_bench/report.h: owns allreduce_bench's output: nccl-tests' table and one JSON
-// object per row (keys bytes, count, time_us, algbw_gbs, busbw_gbs, wrong, and the context).
+// object per row (keys bytes, count, time_us, algbw_gbs, busbw_gbs, wrong, and the context:
+// collective, world, transport, device, backend, [ring_transport,] op, iters).
 #pragma once
 #include <cstdio>
 #include <string>
@@ -12,6 +13,10 @@ namespace engine::allreduce_bench {
 // "# ..." lines: world, how the ranks met, transport, op, iterations, load average.
 void print_preamble(FILE* out, const Config& cfg, int world, const std::string& transport,
                     size_t segment_bytes);
+// "# device ..., backend ..." (printed after the preamble with --device cuda): which GPUs, what
+// moves the data, and what the host transport above is still used for.
+void print_device_line(FILE* out, const Config& cfg, const std::string& devices,
+                       const std::string& backend);
 void print_table_header(FILE* out, Collective c, int world);
 void print_row(FILE* out, const Row& row);
 std::string json_row(const Row& row, const Config& cfg);

@@ -1,6 +1,7 @@
 // apps/allreduce_bench/runner.cpp: nccl-tests' loop. The time of a size is the slowest rank's
-// mean over the timed calls (a barrier lines the ranks up first); algbw = bytes / time,
-// busbw = algbw * the collective's factor.
+// mean over the timed calls (a barrier lines the ranks up first; on a CUDA device the clock is
+// read after the device has finished them); algbw = bytes / time, busbw = algbw * the
+// collective's factor.
 #include "apps/allreduce_bench/runner.h"
 
 #include <chrono>
@@ -11,7 +12,7 @@ namespace engine::allreduce_bench {
 
 void run_rank(comm::Communicator& comm, const Config& cfg,
               const std::function<void(Collective)>& on_table,
-              const std::function<void(const Row&)>& on_row) {
+              const std::function<void(const Row&)>& on_row, const Backend& backend) {
   const int world = comm.size();
   for (Collective c : cfg.collectives) {
     if (comm.rank() == 0) on_table(c);
@@ -19,11 +20,11 @@ void run_rank(comm::Communicator& comm, const Config& cfg,
       Row row;
       row.collective = c;
       row.world = world;
-      row.transport = comm.transport_kind();
+      row.transport = backend.nccl ? std::string("nccl") : comm.transport_kind();
       row.count = total_count(c, nbytes, world);
       row.bytes = row.count * 4;
       row.iters = cfg.iters_for(nbytes);
-      CollectiveRun run(c, comm, row.count, cfg.op);
+      CollectiveRun run(c, comm, row.count, cfg.op, backend);
 
       if (cfg.check) {
         int64_t wrong = run.check();
@@ -31,9 +32,11 @@ void run_rank(comm::Communicator& comm, const Config& cfg,
         row.wrong = wrong;
       }
       for (int64_t i = 0; i < cfg.warmup; ++i) run.run();
+      run.finish();
       comm.barrier();
       auto t0 = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < row.iters; ++i) run.run();
+      run.finish();
       int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now() - t0)
                        .count();

@@ -20,9 +20,11 @@ struct Row {
 };
 
 // Runs every collective and size of cfg on this rank (all ranks call it together). on_row runs
-// on rank 0 for each row as it completes; on_table before each collective's rows.
+// on rank 0 for each row as it completes; on_table before each collective's rows. comm lines the
+// ranks up and combines times and wrong counts; backend says where the buffers live and what
+// moves them (host buffers through comm by default).
 void run_rank(comm::Communicator& comm, const Config& cfg,
               const std::function<void(Collective)>& on_table,
-              const std::function<void(const Row&)>& on_row);
+              const std::function<void(const Row&)>& on_row, const Backend& backend = {});
 
 }  // namespace engine::allreduce_bench

@@ -1,6 +1,8 @@
-// apps/bench_kernels/cases.cpp: the CPU cases. Counters: GFLOP/s (GEMM-shaped ops), GB/s (least
-// traffic per call), pct_of_ceiling (of sgemm for GEMM-shaped ops, of the copy/triad bandwidth
-// otherwise; one-thread bandwidth for reduce_into), check_err (the check's relative error).
+// apps/bench_kernels/cases.cpp: the CPU cases, and the same cases on a CUDA device. Counters:
+// GFLOP/s (GEMM-shaped ops), GB/s (least traffic per call), pct_of_ceiling (of sgemm for
+// GEMM-shaped ops, of the copy/triad bandwidth otherwise; one-thread bandwidth for the CPU's
+// reduce_into; on CUDA, of cuBLAS sgemm and the device-to-device copy), check_err (the check's
+// relative error).
 #include "apps/bench_kernels/cases.h"
 
 #include <benchmark/benchmark.h>
@@ -10,6 +12,7 @@
 #include <memory>
 
 #include "apps/bench_kernels/data_ops.h"
+#include "apps/bench_kernels/ops_cuda.h"
 #include "apps/bench_kernels/ops_elementwise.h"
 #include "apps/bench_kernels/ops_gemm_conv.h"
 #include "apps/bench_kernels/ops_optim.h"
@@ -21,14 +24,24 @@ namespace {
 
 enum class Ceiling { kCompute, kMemory, kMemoryOneThread };
 
+// The ceilings a case is reported against: GFLOP/s for kCompute, GB/s for the others.
+struct CeilingValues {
+  double compute = 0, memory = 0, memory1 = 0;
+  double of(Ceiling c) const {
+    return c == Ceiling::kCompute ? compute : c == Ceiling::kMemory ? memory : memory1;
+  }
+};
+
 class Case {
  public:
+  // device: -1 for the CPU, else the CUDA device whose compute stream the op queues on.
   Case(std::string name, std::function<std::unique_ptr<Op>()> make, Ceiling ceiling,
-       const Ceilings& c, std::vector<Failure>* failures)
+       const CeilingValues& c, int device, std::vector<Failure>* failures)
       : name_(std::move(name)),
         make_(std::move(make)),
         ceiling_(ceiling),
         c_(c),
+        device_(device),
         failures_(failures) {}
 
   void run(benchmark::State& st) {
@@ -36,16 +49,25 @@ class Case {
       st.SkipWithError(error_.c_str());
       return;
     }
-    for (auto _ : st) op_->run();
+    if (device_ < 0) {
+      for (auto _ : st) op_->run();
+    } else {
+      // The calls only queue work: the last iteration waits for all of it, inside the timed
+      // loop, so the wall time covers N calls run to completion (and the queue starts empty).
+      cuda_synchronize(device_);
+      benchmark::IterationCount i = 0;
+      for (auto _ : st) {
+        op_->run();
+        if (++i == st.max_iterations) cuda_synchronize(device_);
+      }
+    }
     const double flops = op_->flops(), bytes = op_->bytes();
     using C = benchmark::Counter;
     if (flops > 0) st.counters["GFLOP/s"] = C(flops * 1e-9, C::kIsIterationInvariantRate);
     st.counters["GB/s"] = C(bytes * 1e-9, C::kIsIterationInvariantRate);
     const double per_call = ceiling_ == Ceiling::kCompute ? flops * 1e-9 : bytes * 1e-9;
-    const double ceil = ceiling_ == Ceiling::kCompute  ? c_.sgemm_gflops
-                        : ceiling_ == Ceiling::kMemory ? c_.bandwidth()
-                                                       : c_.bandwidth1();
-    st.counters["pct_of_ceiling"] = C(100.0 * per_call / ceil, C::kIsIterationInvariantRate);
+    st.counters["pct_of_ceiling"] =
+        C(100.0 * per_call / c_.of(ceiling_), C::kIsIterationInvariantRate);
     st.counters["check_err"] = C(result_.err);
   }
 
@@ -81,7 +103,8 @@ class Case {
   std::string name_;
   std::function<std::unique_ptr<Op>()> make_;
   Ceiling ceiling_;
-  const Ceilings& c_;
+  CeilingValues c_;
+  int device_;
   std::vector<Failure>* failures_;
   std::unique_ptr<Op> op_;
   bool checked_ = false;
@@ -90,10 +113,12 @@ class Case {
 };
 
 struct Registrar {
-  const Ceilings& c;
+  CeilingValues c;
+  int device;  // -1: the CPU cases; else the CUDA device
   std::vector<Failure>* failures;
+  bool cuda() const { return device >= 0; }
   void add(const std::string& name, Ceiling ceiling, std::function<std::unique_ptr<Op>()> make) {
-    auto k = std::make_shared<Case>(name, std::move(make), ceiling, c, failures);
+    auto k = std::make_shared<Case>(name, std::move(make), ceiling, c, device, failures);
     benchmark::RegisterBenchmark(name.c_str(), [k](benchmark::State& st) { k->run(st); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
@@ -115,73 +140,92 @@ std::string bsuffix(int64_t n) {
 constexpr int64_t kBatches[] = {64, 128};
 constexpr Pass kPasses[] = {Pass::kForward, Pass::kBackwardData, Pass::kBackwardWeight};
 
+using MakeOp = std::function<std::unique_ptr<Op>()>;
+
+// The CPU Op, or its CUDA twin on device d when d >= 0.
+template <class CpuOp, class CudaOp, class... Args>
+MakeOp either(int d, Args... args) {
+  return [=]() -> std::unique_ptr<Op> {
+    if (d >= 0) return std::make_unique<CudaOp>(d, args...);
+    return std::make_unique<CpuOp>(args...);
+  };
+}
+
 void add_gemm_shaped(Registrar& r) {
+  const int d = r.device;
   for (auto& l : linear_sites())
     for (Pass p : kPasses)
       for (int64_t n : kBatches) {
         kernels::LinearShape s{n, l.in, l.out};
         r.add("linear/" + site(l.model, l.layer) + "/" + pass_name(p) + bsuffix(n),
-              Ceiling::kCompute, [=] { return std::make_unique<LinearOp>(p, s); });
+              Ceiling::kCompute, either<LinearOp, CudaLinearOp>(d, p, s));
       }
   for (auto& c : conv_sites())
     for (Pass p : kPasses)
       for (int64_t n : kBatches) {
         kernels::Conv2dShape s{n, c.c_in, c.h, c.w, c.c_out, c.k, c.k, 1, c.pad};
         r.add("conv2d/" + site(c.model, c.layer) + "/" + pass_name(p) + bsuffix(n),
-              Ceiling::kCompute, [=] { return std::make_unique<Conv2dOp>(p, s); });
+              Ceiling::kCompute, either<Conv2dOp, CudaConv2dOp>(d, p, s));
       }
 }
 
 void add_layers(Registrar& r) {
+  const int dev = r.device;
   for (int64_t n : kBatches) {
     for (auto& a : pool_sites())
       for (bool bwd : {false, true}) {
         kernels::Pool2dShape s{n, a.c, a.h, a.w, 2, 2};
         r.add("max_pool2d/" + site(a.model, a.layer) + (bwd ? "/bwd" : "/fwd") + bsuffix(n),
-              Ceiling::kMemory, [=] { return std::make_unique<MaxPool2dOp>(bwd, s); });
+              Ceiling::kMemory, either<MaxPool2dOp, CudaMaxPool2dOp>(dev, bwd, s));
       }
     for (auto& a : relu_sites())
       for (bool bwd : {false, true}) {
         int64_t count = n * a.per_sample();
         r.add("relu/" + site(a.model, a.layer) + (bwd ? "/bwd" : "/fwd") + bsuffix(n),
-              Ceiling::kMemory, [=] { return std::make_unique<ReluOp>(bwd, count); });
+              Ceiling::kMemory, either<ReluOp, CudaReluOp>(dev, bwd, count));
       }
     for (auto& a : batchnorm_sites())
       for (bool bwd : {false, true}) {
         kernels::BatchNormShape s{n, a.c, a.h * a.w};
         r.add("batch_norm2d_train/" + site(a.model, a.layer) + (bwd ? "/bwd" : "/fwd") + bsuffix(n),
-              Ceiling::kMemory, [=] { return std::make_unique<BatchNormTrainOp>(bwd, s); });
+              Ceiling::kMemory, either<BatchNormTrainOp, CudaBatchNormTrainOp>(dev, bwd, s));
       }
     for (bool bwd : {false, true})
       r.add(std::string("log_softmax_nll/all/") + (bwd ? "bwd" : "fwd") + bsuffix(n),
-            Ceiling::kMemory, [=] { return std::make_unique<LogSoftmaxNllOp>(bwd, n, kClasses); });
+            Ceiling::kMemory, either<LogSoftmaxNllOp, CudaLogSoftmaxNllOp>(dev, bwd, n, kClasses));
     for (auto& d : dropout_sites())
       for (bool bwd : {false, true})
         r.add(std::string(d.per_plane ? "dropout2d/" : "dropout/") + site(d.model, d.layer) +
                   (bwd ? "/bwd" : "/fwd") + bsuffix(n),
-              Ceiling::kMemory, [=] {
-                return std::make_unique<DropoutOp>(bwd, n * d.planes, d.plane_size, d.p,
-                                                   d.per_plane);
-              });
+              Ceiling::kMemory,
+              either<DropoutOp, CudaDropoutOp>(dev, bwd, n * d.planes, d.plane_size, d.p,
+                                               d.per_plane));
   }
 }
 
 void add_updates_and_data(Registrar& r) {
+  const int dev = r.device;
   for (auto& m : model_params()) {
     auto counts = m.counts;
     r.add("sgd_step/" + m.model + "/all_params", Ceiling::kMemory,
-          [=] { return std::make_unique<SgdOp>(counts); });
+          either<SgdOp, CudaSgdOp>(dev, counts));
     r.add("adam_step/" + m.model + "/all_params", Ceiling::kMemory,
-          [=] { return std::make_unique<AdamOp>(counts); });
+          either<AdamOp, CudaAdamOp>(dev, counts));
   }
   for (int64_t nbytes = 4 << 10; nbytes <= (64 << 20); nbytes *= 4) {
     std::string size = nbytes >= (1 << 20) ? std::to_string(nbytes >> 20) + "MB"
                                            : std::to_string(nbytes >> 10) + "KB";
+    if (r.cuda()) {  // kernels' reduce step on the device; comm's runs on the host only
+      r.add("reduce_into_sum/kernels/" + size, Ceiling::kMemory,
+            [=] { return std::make_unique<CudaReduceSumOp>(dev, nbytes / 4); });
+      continue;
+    }
     r.add("reduce_into_sum/kernels/" + size, Ceiling::kMemoryOneThread,
           [=] { return std::make_unique<ReduceSumOp>(nbytes / 4); });
     r.add("reduce_into_sum/comm/" + size, Ceiling::kMemoryOneThread,
           [=] { return std::make_unique<ReduceSumOp>(nbytes / 4, comm_reduce_sum); });
   }
+  if (r.cuda()) return;  // IDX decoding and normalisation run on the host only
   for (bool gz : {false, true})
     r.add(std::string("idx_decode/") + (gz ? "gzip" : "raw") + "/10000_images", Ceiling::kMemory,
           [=] { return make_idx_decode_op(10000, gz); });
@@ -192,7 +236,15 @@ void add_updates_and_data(Registrar& r) {
 }  // namespace
 
 void register_cpu_cases(const Ceilings& ceilings, std::vector<Failure>* failures) {
-  Registrar r{ceilings, failures};
+  Registrar r{{ceilings.sgemm_gflops, ceilings.bandwidth(), ceilings.bandwidth1()}, -1, failures};
+  add_gemm_shaped(r);
+  add_layers(r);
+  add_updates_and_data(r);
+}
+
+void register_cuda_cases(const CudaCeilings& ceilings, std::vector<Failure>* failures) {
+  Registrar r{
+      {ceilings.sgemm_gflops, ceilings.copy_gbs, ceilings.copy_gbs}, ceilings.device, failures};
   add_gemm_shaped(r);
   add_layers(r);
   add_updates_and_data(r);

@@ -28,8 +28,17 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add_choice(
       "device", &c.device, {"auto", "cpu", "cuda"},
       "where to train; auto: cuda (rank r on cuda:LOCAL_RANK) when a GPU answers, else cpu");
+  f.add_choice("mode", &c.mode, {"ddp", "dp"},
+               "ddp: one process per rank (DistributedDataParallel); dp: one process drives every "
+               "device of --dp-devices (nn.DataParallel)");
+  f.add("dp-devices", &c.dp_devices,
+        "--mode dp: devices, comma-separated (cuda:0,cuda:1 or cpu,cpu); empty: every visible GPU");
   f.add_choice("backend", &c.backend, {"ring", "nccl"},
-               "collectives: our ring (CPU tensors) or NCCL (CUDA tensors)");
+               "collectives: our ring (CPU or CUDA tensors) or NCCL (CUDA tensors)");
+  f.add_choice(
+      "cuda-ring", &c.cuda_ring, {"auto", "staged", "ipc"},
+      "--backend ring on GPUs: ipc (CUDA IPC between GPUs of one host), staged (pinned "
+      "host memory and the TCP/shm transports); auto: ipc when every rank is on this host");
   f.add(
       "init-method", &c.init_method,
       "rendezvous: env:// (torchrun, Open MPI or Slurm variables), tcp://host:port, file:///path");
@@ -65,6 +74,12 @@ void validate(const TrainConfig& c) {
   ENGINE_CHECK(c.timeout_s > 0, "--timeout must be positive, got ", c.timeout_s);
   ENGINE_CHECK(!c.drop_last || c.sharding == "sampler",
                "--drop-last applies to --sharding sampler only");
+  ENGINE_CHECK(c.mode == "dp" || c.dp_devices.empty(), "--dp-devices applies to --mode dp only");
+  ENGINE_CHECK(c.mode == "dp" || c.device != "cpu" || c.backend != "nccl",
+               "--backend nccl reduces CUDA tensors and --device cpu trains on the CPU: use "
+               "--backend ring");
+  ENGINE_CHECK(c.cuda_ring == "auto" || c.device != "cpu",
+               "--cuda-ring applies to GPUs and --device cpu trains on the CPU");
   ENGINE_CHECK(c.init_from.empty() || c.resume.empty(),
                "--init-from and --resume both give initial weights: choose one");
 }

@@ -22,6 +22,11 @@ struct TrainConfig {
   double dropout = -1;  // < 0: the models' own probabilities
   std::string init_from, save, checkpoint, resume, metrics;
   std::string device = "auto";  // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
+  // ddp: one process per rank (DistributedDataParallel); dp: this one process drives every device
+  // of dp_devices (nn.DataParallel).
+  std::string mode = "ddp";
+  std::string dp_devices;          // "cuda:0,cuda:1", "cpu,cpu"; empty: every visible GPU
+  std::string cuda_ring = "auto";  // --backend ring on GPUs: auto | staged | ipc
   // Data parallelism (one process per rank).
   std::string backend = "ring";
   std::string init_method = "env://";

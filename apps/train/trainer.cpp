@@ -11,7 +11,9 @@
 #include "apps/train/plot.h"
 #include "apps/train/profile.h"
 #include "apps/train/report.h"
+#include "comm/cuda_ipc_ring.h"
 #include "comm/grad_sync.h"
+#include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
 #include "core/autograd.h"
 #include "core/device.h"
@@ -22,7 +24,9 @@
 #include "data/mnist.h"
 #include "data/partition.h"
 #include "data/sampler.h"
+#include "data/upload.h"
 #include "nn/checkpoint.h"
+#include "nn/data_parallel.h"
 #include "nn/functional.h"
 #include "nn/models.h"
 #include "nn/optim.h"
@@ -56,6 +60,88 @@ Device pick_device(const TrainConfig& c, int local_rank, int rank) {
   ENGINE_CHECK(local_rank < n, "rank ", rank, " is local rank ", local_rank, " but this host has ",
                n, " CUDA device(s)");
   return Device::cuda(local_rank);
+}
+
+// --mode dp: the devices one process drives; the first holds the model.
+std::vector<Device> dp_devices(const TrainConfig& c) {
+  std::vector<Device> devs;
+  if (c.dp_devices.empty()) {
+    ENGINE_CHECK(c.device != "cpu",
+                 "--mode dp on the CPU needs --dp-devices (e.g. cpu,cpu: replicas on the CPU)");
+    const int n = cuda_device_count();
+    ENGINE_CHECK(n > 0, "--mode dp drives every visible GPU: ", cuda_unavailable_reason(),
+                 " (--dp-devices cpu,cpu runs the replicas on the CPU)");
+    for (int i = 0; i < n; ++i) devs.push_back(Device::cuda(i));
+    return devs;
+  }
+  size_t start = 0;
+  while (start <= c.dp_devices.size()) {
+    size_t comma = c.dp_devices.find(',', start);
+    if (comma == std::string::npos) comma = c.dp_devices.size();
+    const std::string item = c.dp_devices.substr(start, comma - start);
+    ENGINE_CHECK(!item.empty(), "--dp-devices '", c.dp_devices, "': empty item");
+    devs.push_back(Device::parse(item));
+    start = comma + 1;
+  }
+  const bool cuda = devs.front().is_cuda();
+  for (const Device& d : devs) {
+    ENGINE_CHECK(d.is_cuda() == cuda, "--dp-devices '", c.dp_devices,
+                 "': all cpu or all cuda, not both");
+    ENGINE_CHECK(d.is_cpu() || d.index < cuda_device_count(), "--dp-devices: ", d.str(),
+                 " is not a device of this process (", cuda_device_count(), " CUDA devices; ",
+                 cuda_unavailable_reason(), ")");
+  }
+  ENGINE_CHECK(c.device == "auto" || (c.device == "cuda") == cuda, "--device ", c.device,
+               " and --dp-devices '", c.dp_devices, "' disagree");
+  return devs;
+}
+
+// How this rank's collectives move CUDA tensors (--backend, --cuda-ring); "" on the CPU. Every
+// rank calls it: the ranks agree on the device kind and on whether CUDA IPC can be used.
+std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& comm, Device dev) {
+  std::string why_not_ipc = "";
+  if (dev.is_cuda())
+    why_not_ipc = comm.local_size() == comm.size()
+                      ? comm::CudaIpcRing::unsupported_reason(dev.index)
+                      : "the ranks span more than one host";
+  // [on cuda, IPC usable] reduced with MIN, and on cuda again with MAX.
+  int64_t mins[2] = {dev.is_cuda() ? 1 : 0, why_not_ipc.empty() ? 1 : 0};
+  int64_t on_cuda_max = mins[0];
+  comm.all_reduce(mins, 2, DType::I64, comm::ReduceOp::MIN);
+  comm.all_reduce(&on_cuda_max, 1, DType::I64, comm::ReduceOp::MAX);
+  ENGINE_CHECK(mins[0] == on_cuda_max, "rank ", comm.rank(), " trains on ", dev.str(),
+               " but other ranks train on ", dev.is_cuda() ? "the cpu" : "a GPU",
+               ": every rank needs a GPU (or pass --device cpu)");
+  if (dev.is_cpu()) {
+    ENGINE_CHECK(c.backend != "nccl",
+                 "--backend nccl reduces CUDA tensors and this rank trains "
+                 "on the cpu (",
+                 cuda_unavailable_reason(), "): use --backend ring");
+    return "";
+  }
+  const comm::Millis timeout(static_cast<int64_t>(c.timeout_s * 1000));
+  ENGINE_CHECK(comm.store() != nullptr, "rank ", comm.rank(),
+               ": no rendezvous store for CUDA collectives");
+  if (c.backend == "nccl") {
+    comm::NcclOptions o;
+    o.timeout = timeout;
+    o.key = "train/nccl";
+    comm.attach_nccl(std::make_unique<comm::NcclCommunicator>(comm.store(), comm.rank(),
+                                                              comm.size(), dev.index, o));
+    return "nccl";
+  }
+  if (c.cuda_ring == "staged") return "staged";
+  if (mins[1] == 0 && why_not_ipc.empty()) why_not_ipc = "another rank cannot use CUDA IPC";
+  if (!why_not_ipc.empty()) {
+    ENGINE_CHECK(c.cuda_ring != "ipc", "--cuda-ring ipc on rank ", comm.rank(), ": ", why_not_ipc);
+    return "staged (" + why_not_ipc + ")";
+  }
+  comm::IpcRingOptions o;
+  o.timeout = timeout;
+  o.key = "train/ipc_ring";
+  comm.attach_ipc_ring(
+      std::make_unique<comm::CudaIpcRing>(comm.store(), comm.rank(), comm.size(), dev.index, o));
+  return "ipc";
 }
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& m) {
@@ -146,10 +232,12 @@ std::vector<int64_t> epoch_indices(const TrainConfig& c, int64_t n, int world, i
 
 void run_training(const TrainConfig& c) {
   validate(c);
-  ENGINE_CHECK(c.backend == "ring",
-               "--backend nccl reduces CUDA tensors and this run trains on "
-               "cpu: use --backend ring (NCCL comes with the CUDA backend)");
   std::unique_ptr<comm::Communicator> comm = connect(c);
+  ENGINE_CHECK(c.mode == "ddp" || !comm,
+               "--mode dp is one process driving several devices; this "
+               "one is rank ",
+               comm ? comm->rank() : 0, " of ", comm ? comm->size() : 1,
+               ": start it alone, or use --mode ddp");
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   int threads = c.threads > 0 ? static_cast<int>(c.threads) : default_threads();
   set_num_threads(threads);
@@ -175,7 +263,9 @@ void run_training(const TrainConfig& c) {
   Generator init_gen(static_cast<uint64_t>(c.seed));
   Generator dropout_gen(static_cast<uint64_t>(c.seed) * 1000003u + 1u + rank);
   std::unique_ptr<nn::Model> model = nn::make_model(c.model, mo, init_gen, dropout_gen);
-  const Device dev = pick_device(c, comm ? comm->local_rank() : 0, rank);
+  const std::vector<Device> dp_devs = c.mode == "dp" ? dp_devices(c) : std::vector<Device>{};
+  const Device dev =
+      c.mode == "dp" ? dp_devs.front() : pick_device(c, comm ? comm->local_rank() : 0, rank);
   model->to(dev);
   if (!c.init_from.empty()) nn::load_state_dict(c.init_from, *model);
   std::unique_ptr<nn::Optimizer> opt = make_optimizer(c, *model);
@@ -191,20 +281,40 @@ void run_training(const TrainConfig& c) {
                   static_cast<long long>(pos.step));
   }
 
+  std::unique_ptr<nn::DataParallel> dp;
+  if (c.mode == "dp") {
+    dp = std::make_unique<nn::DataParallel>(*model, dp_devs, nn::model_factory(c.model, mo),
+                                            static_cast<uint64_t>(c.seed) * 1000003u + 7u);
+    for (size_t i = 1; i < dp_devs.size(); ++i) {
+      auto it = pos.extra.find("dp_dropout_offset_" + std::to_string(i));
+      if (it == pos.extra.end()) continue;
+      Generator& g = dp->dropout_generator(i);
+      g.set_state(g.seed(), std::stoull(it->second));
+    }
+    std::printf("DataParallel over %zu devices:", dp_devs.size());
+    for (const Device& d : dp_devs) std::printf(" %s", d.str().c_str());
+    std::printf(" (batch %lld cut along dim 0, outputs gathered on %s)\n",
+                static_cast<long long>(c.batch_size), dp_devs.front().str().c_str());
+  }
+
   std::unique_ptr<comm::GradSync> sync;
   const nn::NamedTensors buffers = model->named_buffers();
   if (comm) {
+    const std::string cuda_path = attach_cuda_collectives(c, *comm, dev);
     // Every rank starts from rank 0's parameters and buffers.
     comm::broadcast_tensors(*comm, model->state_dict(), 0);
     sync = std::make_unique<comm::GradSync>(*comm, model->named_parameters(),
                                             comm::sync_mode_from_name(c.sync),
                                             static_cast<size_t>(c.bucket_mb * (1 << 20)));
-    if (rank == 0)
+    if (rank == 0) {
       std::printf(
           "World %d: ring over %s, sync %s, sharding %s, %lld images per rank per step, "
           "%d threads per rank\n",
           world, comm->transport_kind().c_str(), c.sync.c_str(), c.sharding.c_str(),
           static_cast<long long>(batch), threads);
+      if (!cuda_path.empty())
+        std::printf("CUDA tensors: %s, rank r on cuda:LOCAL_RANK\n", cuda_path.c_str());
+    }
   }
 
   std::unique_ptr<MetricsWriter> metrics;
@@ -218,6 +328,10 @@ void run_training(const TrainConfig& c) {
     pos.dropout_seed = dropout_gen.seed();
     pos.dropout_offset = dropout_gen.offset();
     pos.extra["model"] = c.model;
+    if (dp)  // the other replicas' dropout streams, for a bit-exact resume of --mode dp
+      for (size_t i = 1; i < dp->devices().size(); ++i)
+        pos.extra["dp_dropout_offset_" + std::to_string(i)] =
+            std::to_string(dp->dropout_generator(i).offset());
     nn::save_training_checkpoint(c.checkpoint, *model, *opt, pos);
   };
 
@@ -230,6 +344,8 @@ void run_training(const TrainConfig& c) {
   bool stop = c.steps > 0 && pos.step >= c.steps;
   for (int64_t epoch = pos.epoch; epoch < c.epochs && !stop; ++epoch) {
     std::unique_ptr<data::BatchLoader> loader = make_loader(epoch);
+    data::BatchUploader uploader(dp ? Device::cpu() : dev, batch, mnist.train.rows,
+                                 mnist.train.cols);
     loader->start_epoch(epoch);
     const int64_t first = epoch == pos.epoch ? pos.batch_in_epoch : 0;
     data::Batch b;
@@ -239,11 +355,15 @@ void run_training(const TrainConfig& c) {
     double loss_sum = 0;
     int64_t batches = 0, images = 0, bi = first;
     const auto epoch_start = Clock::now();
-    for (;; ++bi) {
-      {
-        trace::Scope ts("data", "data");
-        if (!loader->next(&b)) break;
-      }
+    // The next batch is staged (on a GPU: uploading on the copy stream) before this one computes.
+    auto stage_next = [&]() -> int {
+      trace::Scope ts("data", "data");
+      return loader->next(&b) ? uploader.stage(b) : -1;
+    };
+    int staged = stage_next();
+    for (; staged >= 0; ++bi) {
+      data::DeviceBatch cur = uploader.take(staged);
+      staged = stage_next();
       trace::Scope step_scope("step", "step");
       opt->zero_grad();
       // As DDP (broadcast_buffers=True): rank 0's BatchNorm statistics go to every rank.
@@ -251,11 +371,11 @@ void run_training(const TrainConfig& c) {
         trace::Scope ts("broadcast buffers", "comm");
         comm::broadcast_tensors(*comm, buffers, 0);
       }
-      Tensor labels = Tensor::from_vector_i64(b.labels, {b.size}, dev);
       Tensor loss;
       {
         trace::Scope ts("forward", "forward");
-        loss = model->loss((*model)(images_tensor(b, dev)), labels);
+        Tensor scores = dp ? dp->forward(cur.images) : (*model)(cur.images);
+        loss = model->loss(scores, cur.labels.to(scores.device()));
       }
       if (sync) sync->begin();
       {
@@ -263,17 +383,19 @@ void run_training(const TrainConfig& c) {
         loss.backward();
       }
       if (sync) sync->finish();
+      if (dp) dp->reduce_gradients();
       {
         trace::Scope ts("optimizer", "optimizer");
         opt->step();
       }
+      uploader.done(cur.slot);
       ++pos.step;
       double l = loss.item();
       if (!c.plot.empty()) step_loss.push_back(l);
       loss_sum += l;
       ++batches;
-      images += b.size * world;
-      progress.update(bi, l, b.size * world);
+      images += cur.size * world;
+      progress.update(bi, l, cur.size * world);
       if (c.steps > 0 && pos.step >= c.steps) {
         stop = true;
         ++bi;

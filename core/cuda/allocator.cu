@@ -6,11 +6,10 @@
 // of the same class. Size classes: multiples of 512 B below 1 MiB, multiples of 2 MiB from 1 MiB
 // up. empty_cache() gives the cached blocks back to the driver.
 //
-// Reuse is safe without events because all of the engine's device work runs in order on each
-// device's compute stream (core/cuda/stream.cuh), and core's cudaMemcpy calls run on the legacy
-// default stream, which that blocking stream is ordered with: a block freed by the host is only
-// reused by work queued after the work that used it. Work on another stream (NCCL's comm stream)
-// must finish, or be waited for by the compute stream, before its buffers are freed.
+// Reuse is safe without events because all of the engine's device work, core's copies included,
+// runs in order on each device's compute stream (core/cuda/stream.cuh): a block freed by the
+// host is only reused by work queued after the work that used it. Work on another stream (NCCL's
+// comm stream) must finish, or be waited for by the compute stream, before its buffers are freed.
 #include <array>
 #include <mutex>
 #include <unordered_map>

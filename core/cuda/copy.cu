@@ -2,36 +2,59 @@
 #include <cstring>
 
 #include "core/cuda/check.cuh"
+#include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
 
 namespace engine::cuda {
 
-// Host<->device copies with cudaMemcpy from pageable memory return once the host buffer may be
-// reused (device->host: once the data is there). Device->device copies are queued, so they are
-// followed by a synchronisation: the contract is "synchronous for the caller".
+// Every copy touching a device is queued on that device's compute stream, so it is ordered with
+// the kernels before and after it without any host wait, except where the host needs the bytes:
+//   host -> device: cudaMemcpyAsync from pageable memory returns once the source has been taken
+//     (staged by the driver), so the caller may reuse it at once;
+//   device -> host: waits for the compute stream (the host is about to read dst);
+//   device -> same device: queued, no wait;
+//   device -> other device: the destination's compute stream waits for the source's (an event),
+//     the peer copy runs there, and the source's stream waits for the copy before it may reuse
+//     the source block (the caching allocator relies on one order per device).
 void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
   if (nbytes == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
     std::memcpy(dst, src, nbytes);
   } else if (src_dev.is_cpu()) {
     DeviceGuard guard(dst_dev.index);
-    CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, compute_stream(dst_dev.index)));
   } else if (dst_dev.is_cpu()) {
     DeviceGuard guard(src_dev.index);
-    CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost));
+    cudaStream_t s = compute_stream(src_dev.index);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
   } else if (dst_dev.index == src_dev.index) {
     DeviceGuard guard(dst_dev.index);
-    CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, compute_stream(dst_dev.index)));
   } else {
-    // Works with or without peer access enabled (staged through the host when it is not).
-    CUDA_CHECK(cudaMemcpyPeer(dst, dst_dev.index, src, src_dev.index, nbytes));
+    const int from = src_dev.index, to = dst_dev.index;
+    cudaEvent_t src_ready = nullptr, copied = nullptr;
     {
-      DeviceGuard guard(src_dev.index);
-      CUDA_CHECK(cudaDeviceSynchronize());
+      DeviceGuard guard(from);
+      CUDA_CHECK(cudaEventCreateWithFlags(&src_ready, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventRecord(src_ready, compute_stream(from)));
     }
-    DeviceGuard guard(dst_dev.index);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    {
+      DeviceGuard guard(to);
+      cudaStream_t s = compute_stream(to);
+      CUDA_CHECK(cudaStreamWaitEvent(s, src_ready, 0));
+      // Works with or without peer access enabled (staged through the host when it is not).
+      CUDA_CHECK(cudaMemcpyPeerAsync(dst, to, src, from, nbytes, s));
+      CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventRecord(copied, s));
+    }
+    DeviceGuard guard(from);
+    CUDA_CHECK(cudaStreamWaitEvent(compute_stream(from), copied, 0));
+    // Destroying a recorded event is fine: its resources go once the work it marks is done.
+    CUDA_CHECK(cudaEventDestroy(src_ready));
+    CUDA_CHECK(cudaEventDestroy(copied));
   }
 }
 

@@ -16,6 +16,7 @@ struct DeviceStreams {
   std::once_flag once;
   cudaStream_t compute = nullptr;
   cudaStream_t comm = nullptr;
+  cudaStream_t copy = nullptr;
   std::mutex event_mu;
   cudaEvent_t event = nullptr;  // reused for every cross-stream wait (guarded by event_mu)
 };
@@ -28,9 +29,12 @@ DeviceStreams& streams(int device) {
   DeviceStreams& s = (*all)[device];
   std::call_once(s.once, [&] {
     DeviceGuard guard(device);
-    // Blocking streams: ordered with the legacy default stream (core's cudaMemcpy).
+    // Compute is a blocking stream (ordered with the legacy default stream, which libraries
+    // may use); comm and copy are non-blocking, ordered by events only, so that a collective or
+    // an upload runs beside compute instead of being serialised with the legacy stream.
     CUDA_CHECK(cudaStreamCreateWithFlags(&s.compute, cudaStreamDefault));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s.comm, cudaStreamDefault));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s.comm, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s.copy, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming));
   });
   return s;
@@ -44,6 +48,10 @@ cudaStream_t compute_stream(int device) {
 
 cudaStream_t comm_stream(int device) {
   return streams(device).comm;
+}
+
+cudaStream_t copy_stream(int device) {
+  return streams(device).copy;
 }
 
 void stream_wait(int device, cudaStream_t waiter, cudaStream_t signaller) {

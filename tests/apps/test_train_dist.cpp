@@ -12,25 +12,6 @@
 using namespace engine;
 using namespace engine::testing;
 
-namespace {
-
-// Largest |a - b| / max(|a|, 1e-3 + |b|) over every tensor of two safetensors files.
-double max_rel_diff(const std::string& a, const std::string& b) {
-  StFile fa = load_safetensors(a), fb = load_safetensors(b);
-  double worst = 0;
-  for (const StEntry& e : fa.entries) {
-    if (e.dtype != DType::F32) continue;
-    std::vector<float> x = floats(fa, e.name), y = floats(fb, e.name);
-    EXPECT_EQ(x.size(), y.size()) << e.name;
-    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-      worst = std::max(
-          worst, std::abs(x[i] - y[i]) / std::max<double>(std::abs(x[i]), 1e-3 + std::abs(y[i])));
-  }
-  return worst;
-}
-
-}  // namespace
-
 class TwoRanksLikeOne : public TrainTest,
                         public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {
 };

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -90,6 +92,41 @@ inline std::vector<float> floats(const StFile& f, const std::string& name) {
   const StEntry* e = f.find(name);
   EXPECT_TRUE(e) << name;
   return e ? st_values<float>(*e) : std::vector<float>{};
+}
+
+// Largest difference over every float32 tensor of two safetensors files: relative
+// (|a - b| / max(|a|, 1e-3 + |b|)) or absolute.
+inline double max_diff(const std::string& a, const std::string& b, bool relative) {
+  StFile fa = load_safetensors(a), fb = load_safetensors(b);
+  double worst = 0;
+  for (const StEntry& e : fa.entries) {
+    if (e.dtype != DType::F32) continue;
+    std::vector<float> x = floats(fa, e.name), y = floats(fb, e.name);
+    EXPECT_EQ(x.size(), y.size()) << e.name;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      const double d = std::abs(static_cast<double>(x[i]) - y[i]);
+      worst = std::max(worst,
+                       relative ? d / std::max<double>(std::abs(x[i]), 1e-3 + std::abs(y[i])) : d);
+    }
+  }
+  return worst;
+}
+inline double max_rel_diff(const std::string& a, const std::string& b) {
+  return max_diff(a, b, true);
+}
+inline double max_abs_diff(const std::string& a, const std::string& b) {
+  return max_diff(a, b, false);
+}
+
+// Every tensor of two safetensors files has the same bytes.
+inline void expect_same_bits(const std::string& a, const std::string& b) {
+  StFile fa = load_safetensors(a), fb = load_safetensors(b);
+  ASSERT_EQ(fa.entries.size(), fb.entries.size());
+  for (const StEntry& e : fa.entries) {
+    const StEntry* o = fb.find(e.name);
+    ASSERT_TRUE(o) << e.name;
+    EXPECT_TRUE(e.bytes == o->bytes) << e.name << " differs";
+  }
 }
 
 }  // namespace engine::testing

@@ -1,15 +1,21 @@
 // tests/comm/test_allreduce_bench.cpp: the allreduce_bench program over the real transports, as
 // processes: every collective checked (values unique to rank and position) with no wrong element,
-// one JSON object per row with nccl-tests' keys. Skipped when the program is not built.
+// one JSON object per row with nccl-tests' keys. With --device cuda: exit code 2 and one line when
+// no CUDA device answers; with one, the same clean checks on GPU buffers through the ring (staged
+// and CUDA IPC) and NCCL. Skipped when the program is not built.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "comm/cuda_ipc_ring.h"
+#include "core/device.h"
 
 namespace {
 
@@ -58,7 +64,9 @@ TEST_P(AllreduceBench, EveryCollectiveChecksClean) {
     EXPECT_NE(line.find("\"wrong\": 0}"), std::string::npos) << line;
     const std::string kind = world == 1 ? "self" : transport;  // one rank talks to nobody
     EXPECT_NE(line.find("\"transport\": \"" + kind + "\""), std::string::npos) << line;
+    EXPECT_NE(line.find("\"device\": \"cpu\", \"backend\": \"ring\""), std::string::npos) << line;
   }
+  EXPECT_EQ(r.out.find("# device"), std::string::npos) << "no device line on the host:\n" << r.out;
   for (const char* table :
        {"# all_reduce,", "# broadcast,", "# reduce,", "# all_gather,", "# reduce_scatter,"})
     EXPECT_NE(r.out.find(table), std::string::npos) << table << " table missing:\n" << r.out;
@@ -77,6 +85,77 @@ TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   BenchRun r = run_bench("--world-size 2 --collective all_to_all", "bad");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("all_to_all"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --backend nccl", "nccl_on_cpu");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--backend nccl needs --device cuda"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --ring-transport ipc", "ipc_on_cpu");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--ring-transport"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --device tpu", "bad_device");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("tpu"), std::string::npos) << r.out;
 }
+
+TEST(AllreduceBenchCuda, WithoutADeviceExitsTwoWithOneLine) {
+  if (access(kBench.c_str(), X_OK) != 0) GTEST_SKIP() << kBench << " is not built";
+  if (engine::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device answers here";
+  for (const char* args :
+       {"--world-size 2 --device cuda", "--world-size 2 --device cuda --backend nccl",
+        "--world-size 1 --device=cuda --ring-transport ipc",
+        "--device cuda --init-method tcp://127.0.0.1:1"}) {
+    BenchRun r = run_bench(args, "nodev");
+    EXPECT_EQ(r.code, 2) << args << ":\n" << r.out;
+    EXPECT_EQ(r.out.rfind("allreduce_bench: no CUDA device: ", 0), 0u) << args << ":\n" << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << ": not one line:\n" << r.out;
+    EXPECT_TRUE(r.json.empty()) << args;
+  }
+}
+
+// (backend, ring transport or "", world): GPU buffers, every collective checked.
+struct CudaCase {
+  const char* backend;
+  const char* ring_transport;
+  int world;
+};
+
+class AllreduceBenchCudaRun : public ::testing::TestWithParam<CudaCase> {};
+
+TEST_P(AllreduceBenchCudaRun, EveryCollectiveChecksClean) {
+  if (access(kBench.c_str(), X_OK) != 0) GTEST_SKIP() << kBench << " is not built";
+  const int devices = engine::cuda_device_count();
+  if (devices == 0) GTEST_SKIP() << engine::cuda_unavailable_reason();
+  const CudaCase c = GetParam();
+  const bool nccl = std::string(c.backend) == "nccl";
+  // NCCL wants a GPU per rank; the IPC ring needs what CUDA IPC needs.
+  const int world = nccl ? std::min(c.world, devices) : c.world;
+  if (*c.ring_transport && std::string(c.ring_transport) == "ipc") {
+    const std::string why = engine::comm::CudaIpcRing::unsupported_reason(0);
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  std::string args = "--device cuda --backend " + std::string(c.backend) + " --world-size " +
+                     std::to_string(world) +
+                     " --collective all --min-bytes 4 --max-bytes 256K --step-factor 8" +
+                     " --iters 3 --warmup 1 --timeout 60";
+  if (*c.ring_transport) args += " --ring-transport " + std::string(c.ring_transport);
+  BenchRun r = run_bench(args, std::string("cuda_") + c.backend + c.ring_transport);
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(r.json.size(), 30u) << r.out;
+  for (const auto& line : r.json) {
+    EXPECT_NE(line.find("\"wrong\": 0}"), std::string::npos) << line;
+    EXPECT_NE(line.find("\"device\": \"cuda\", \"backend\": \"" + std::string(c.backend) + "\""),
+              std::string::npos)
+        << line;
+  }
+  EXPECT_NE(r.out.find("# device cuda: "), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, AllreduceBenchCudaRun,
+    ::testing::Values(CudaCase{"ring", "", 2}, CudaCase{"ring", "ipc", 2}, CudaCase{"nccl", "", 2}),
+    [](const auto& p) {
+      return std::string(p.param.backend) +
+             (*p.param.ring_transport ? std::string("_") + p.param.ring_transport : std::string()) +
+             "_W" + std::to_string(p.param.world);
+    });
 
 }  // namespace

@@ -1,0 +1,651 @@
+// tests/comm/test_cuda_ipc_ring.cpp: the CUDA IPC ring (comm/cuda_ipc_ring.h).
+//  - On the CPU, always: the kernel's schedule (its own unit, span, flag and element helpers)
+//    simulated with ranks and blocks interleaved at random: results, and that no staging is
+//    overwritten before its reader consumed it, over many calls of changing sizes.
+//  - Without a device: the constructor throws an engine::Error about CUDA.
+//  - On GPUs: ranks as processes (this binary started afresh per rank, see run_ranks; rank r on
+//    device r % devices, IPC between processes of one device works too) meeting through a file
+//    store: every op, counts 0, 1, W-1, W+1, 1013, 2^20+3, several segment sizes and block counts,
+//    unaligned buffers, consecutive calls; a rank that does not call makes the others throw
+//    TimeoutError naming it.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "comm/cuda/ipc_ring_kernel.cuh"
+#include "comm/cuda_ipc_ring.h"
+#include "comm/file_store.h"
+#include "comm/mem_store.h"
+#include "core/cuda_backend.h"
+#include "core/error.h"
+#include "tests/comm/comm_test_util.h"
+
+namespace engine::comm {
+namespace {
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+constexpr ReduceOp kOps[] = {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX, ReduceOp::MIN,
+                             ReduceOp::PROD};
+
+// Exact in float32 whatever the order of the reduction: integers below 2^24 for sums, powers of
+// two for products.
+float value(ReduceOp op, int rank, size_t i, int call) {
+  if (op == ReduceOp::PROD)
+    return std::ldexp(1.0f, static_cast<int>((i + 3 * rank + call) % 7) - 3);
+  return testing::fval(rank, i + 7 * static_cast<size_t>(call));
+}
+
+float expected(ReduceOp op, int world, size_t i, int call) {
+  float e = value(op, 0, i, call);
+  for (int q = 1; q < world; ++q) {
+    const float v = value(op, q, i, call);
+    switch (op) {
+      case ReduceOp::SUM:
+      case ReduceOp::AVG:
+        e += v;
+        break;
+      case ReduceOp::PROD:
+        e *= v;
+        break;
+      case ReduceOp::MAX:
+        e = std::max(e, v);
+        break;
+      case ReduceOp::MIN:
+        e = std::min(e, v);
+        break;
+    }
+  }
+  return op == ReduceOp::AVG ? e / static_cast<float>(world) : e;
+}
+
+// ---- The schedule, simulated on the CPU ---------------------------------------------------------
+
+template <int kKind>
+float sim_elem(ReduceOp op, float in, float local, int world) {
+  const bool avg = op == ReduceOp::AVG;
+  const float w = static_cast<float>(world);
+  switch (op) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:
+      return ipc::ring_elem<kKind>(kernels::SumOp{}, in, local, avg, w);
+    case ReduceOp::PROD:
+      return ipc::ring_elem<kKind>(kernels::ProdOp{}, in, local, avg, w);
+    case ReduceOp::MAX:
+      return ipc::ring_elem<kKind>(kernels::MaxOp{}, in, local, avg, w);
+    case ReduceOp::MIN:
+      return ipc::ring_elem<kKind>(kernels::MinOp{}, in, local, avg, w);
+  }
+  return 0.f;
+}
+
+float sim_elem(int kind, ReduceOp op, float in, float local, int world) {
+  switch (kind) {
+    case ipc::kSend:
+      return sim_elem<ipc::kSend>(op, in, local, world);
+    case ipc::kReduce:
+      return sim_elem<ipc::kReduce>(op, in, local, world);
+    case ipc::kFinal:
+      return sim_elem<ipc::kFinal>(op, in, local, world);
+    case ipc::kCopy:
+      return sim_elem<ipc::kCopy>(op, in, local, world);
+    default:
+      return sim_elem<ipc::kLastCopy>(op, in, local, world);
+  }
+}
+
+struct Call {
+  int64_t count;
+  ReduceOp op;
+};
+
+// The kernel's control flow (ipc_ring_kernel) step by step: one step of a block is its wait for
+// next's done counters, one segment of one unit, or its final done write. Each rank runs the calls
+// in order, a call starting once all its blocks finished the previous one (the host waits).
+class RingSim {
+ public:
+  RingSim(int world, std::vector<int> blocks, int64_t seg_elems, std::vector<Call> calls)
+      : world_(world), blocks_(std::move(blocks)), seg_(seg_elems), calls_(std::move(calls)) {
+    int64_t cap = 0;
+    for (const Call& c : calls_)
+      cap = std::max(cap, ipc::ring_geometry(c.count, world, seg_).chunk_elems);
+    nseg_cap_ = (cap + seg_ - 1) / seg_;
+    ranks_.resize(world);
+    for (int r = 0; r < world; ++r) {
+      Rank& R = ranks_[r];
+      R.rs.assign(world * cap, 0.f);
+      R.ag.assign(world * cap, 0.f);
+      R.rs_pending.assign(world * cap, 0);
+      R.ag_pending.assign(world * cap, 0);
+      R.flags.assign(2 * world * nseg_cap_, 0);
+      R.done.assign(ipc::kMaxBlocks, 0);
+      R.blocks.assign(blocks_[r], Block{});
+      start_call(r);
+    }
+  }
+
+  // Runs every rank's calls to the end in a random interleaving; "" or what went wrong. Blocks
+  // run at different speeds and stall at random, so that some lag far behind the others.
+  std::string run(std::mt19937& rng) {
+    std::vector<std::pair<int, int>> order;
+    for (int r = 0; r < world_; ++r)
+      for (int b = 0; b < blocks_[r]; ++b) order.emplace_back(r, b);
+    std::vector<int> speed(order.size());
+    for (int& s : speed) s = 1 + static_cast<int>(rng() % 8);
+    for (;;) {
+      bool all_done = true, progress = false;
+      for (const Rank& R : ranks_) all_done = all_done && R.call >= calls_.size();
+      if (all_done) return "";
+      std::vector<size_t> idx(order.size());
+      for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+      std::shuffle(idx.begin(), idx.end(), rng);
+      const bool stalls = rng() % 2 == 0;  // in a pass without stalls every block may move
+      for (size_t i : idx) {
+        if (stalls && rng() % 3 == 0) continue;
+        const auto [r, b] = order[i];
+        const int steps = 1 + static_cast<int>(rng() % speed[i]);
+        for (int s = 0; s < steps; ++s) {
+          const int st = step(r, b);
+          if (st < 0) return error_;
+          if (st == 0) break;
+          progress = true;
+        }
+      }
+      if (!progress && !stalls) return "deadlock: no block can move";
+    }
+  }
+
+ private:
+  struct Block {
+    int stage = 0;  // 0: waiting for next's done counters, 1: units, 2: finished this call
+    int u = 0;
+    int64_t j = 0;
+  };
+  struct Rank {
+    std::vector<float> data, rs, ag;
+    std::vector<char> rs_pending, ag_pending;  // written by prev, not yet read
+    std::vector<uint64_t> flags, done;
+    std::vector<Block> blocks;
+    size_t call = 0;
+    int finished = 0;
+  };
+
+  void start_call(int r) {
+    Rank& R = ranks_[r];
+    R.finished = 0;
+    for (Block& B : R.blocks) B = Block{};
+    if (R.call >= calls_.size()) return;
+    const Call& c = calls_[R.call];
+    R.data.resize(c.count);
+    for (int64_t i = 0; i < c.count; ++i) R.data[i] = value(c.op, r, i, static_cast<int>(R.call));
+  }
+
+  int fail(const std::string& why) {
+    error_ = why;
+    return -1;
+  }
+
+  // 1: moved, 0: blocked (or nothing left), -1: a protocol violation (error_).
+  int step(int r, int b) {
+    Rank& R = ranks_[r];
+    if (R.call >= calls_.size()) return 0;
+    Block& B = R.blocks[b];
+    if (B.stage == 2) return 0;
+    const Call& c = calls_[R.call];
+    const uint64_t seq = R.call + 1;
+    const int next = (r + 1) % world_, prev = (r - 1 + world_) % world_;
+    const std::string at = "rank " + std::to_string(r) + " block " + std::to_string(b) + " call " +
+                           std::to_string(seq) + ": ";
+    if (B.stage == 0) {
+      for (int k = 0; k < blocks_[next]; ++k)
+        if (R.done[k] < seq - 1) return 0;
+      B.stage = 1;
+      B.j = b;
+      return 1;
+    }
+    const ipc::RingGeometry g = ipc::ring_geometry(c.count, world_, seg_);
+    ipc::RingSpan span{0, 0};
+    while (B.u < 2 * world_ - 1) {
+      const ipc::RingUnit unit = ipc::ring_unit(B.u, r, world_);
+      if (B.j < g.nseg) {
+        span = ipc::ring_span(c.count, g.chunk_elems, seg_, unit.chunk, B.j);
+        if (span.lo < span.hi) break;
+      }
+      ++B.u;
+      B.j = b;
+    }
+    if (B.u == 2 * world_ - 1) {
+      ranks_[prev].done[b] = seq;
+      B.stage = 2;
+      if (++R.finished == blocks_[r]) {
+        for (int64_t i = 0; i < c.count; ++i) {
+          const float e = expected(c.op, world_, i, static_cast<int>(R.call));
+          if (R.data[i] != e)
+            return fail(at + "element " + std::to_string(i) + " is " + std::to_string(R.data[i]) +
+                        ", expected " + std::to_string(e));
+        }
+        ++R.call;
+        start_call(r);
+      }
+      return 1;
+    }
+    const ipc::RingUnit unit = ipc::ring_unit(B.u, r, world_);
+    if (unit.kind != ipc::kSend &&
+        R.flags[ipc::ring_flag_index(ipc::ring_in_phase(B.u, world_), unit.chunk, B.j, world_,
+                                     nseg_cap_)] < seq)
+      return 0;
+    Rank& N = ranks_[next];
+    const bool from_rs = unit.kind == ipc::kReduce || unit.kind == ipc::kFinal;
+    const bool to_rs = unit.kind == ipc::kSend || unit.kind == ipc::kReduce;
+    for (int64_t i = span.lo; i < span.hi; ++i) {
+      float in = 0.f;
+      if (unit.kind != ipc::kSend) {
+        std::vector<char>& pending = from_rs ? R.rs_pending : R.ag_pending;
+        if (!pending[i]) return fail(at + "reads staging element " + std::to_string(i) + " stale");
+        pending[i] = 0;
+        in = from_rs ? R.rs[i] : R.ag[i];
+      }
+      const float v = sim_elem(unit.kind, c.op, in, R.data[i], world_);
+      if (unit.kind == ipc::kFinal || unit.kind == ipc::kCopy || unit.kind == ipc::kLastCopy)
+        R.data[i] = v;
+      if (unit.kind != ipc::kLastCopy) {
+        std::vector<char>& pending = to_rs ? N.rs_pending : N.ag_pending;
+        if (pending[i])
+          return fail(at + "overwrites staging element " + std::to_string(i) + " of rank " +
+                      std::to_string(next) + " before it was read");
+        pending[i] = 1;
+        (to_rs ? N.rs : N.ag)[i] = v;
+      }
+    }
+    if (unit.kind != ipc::kLastCopy) {
+      uint64_t& flag = N.flags[ipc::ring_flag_index(ipc::ring_out_phase(B.u, world_), unit.chunk,
+                                                    B.j, world_, nseg_cap_)];
+      if (flag >= seq) return fail(at + "sets a flag twice");
+      flag = seq;
+    }
+    B.j += blocks_[r];
+    return 1;
+  }
+
+  int world_;
+  std::vector<int> blocks_;
+  int64_t seg_;
+  std::vector<Call> calls_;
+  int64_t nseg_cap_ = 0;
+  std::vector<Rank> ranks_;
+  std::string error_;
+};
+
+TEST(IpcRingSchedule, SimulatedRingReducesAndNeverOverwritesUnreadStaging) {
+  std::mt19937 rng(1234);
+  for (int W : {2, 3, 4, 5, 8}) {
+    std::vector<Call> calls;
+    int k = 0;
+    for (int64_t n : {int64_t(1), int64_t(W - 1), int64_t(W + 1), int64_t(13), int64_t(1013),
+                      int64_t(3), int64_t(4099), int64_t(1013)})
+      if (n > 0) calls.push_back({n, kOps[k++ % 5]});
+    for (int64_t seg : {4, 8, 64, 1024}) {
+      std::vector<std::vector<int>> grids = {std::vector<int>(W, 1), std::vector<int>(W, 3)};
+      std::vector<int> mixed(W);
+      for (int r = 0; r < W; ++r) mixed[r] = 1 + (r * 5 + 2) % 4;  // ranks with different grids
+      grids.push_back(mixed);
+      for (const auto& blocks : grids) {
+        RingSim sim(W, blocks, seg, calls);
+        EXPECT_EQ(sim.run(rng), "") << "W=" << W << " seg=" << seg << " blocks[0]=" << blocks[0];
+      }
+    }
+  }
+}
+
+TEST(IpcRingSchedule, ChunksAreAlignedAndCoverTheBuffer) {
+  for (int W : {1, 2, 3, 7, 8})
+    for (int64_t n : {1, 2, 3, 5, 1013, 1 << 20})
+      for (int64_t seg : {4, 12, 256}) {
+        const ipc::RingGeometry g = ipc::ring_geometry(n, W, seg);
+        EXPECT_EQ(g.chunk_elems % 4, 0);
+        EXPECT_GE(g.chunk_elems * W, n);
+        int64_t covered = 0;
+        for (int c = 0; c < W; ++c)
+          for (int64_t j = 0; j < g.nseg; ++j) {
+            const ipc::RingSpan s = ipc::ring_span(n, g.chunk_elems, seg, c, j);
+            if (s.lo >= s.hi) break;
+            EXPECT_EQ(s.lo, covered) << "W=" << W << " n=" << n << " seg=" << seg;
+            EXPECT_EQ(s.lo % 4, 0);
+            covered = s.hi;
+          }
+        EXPECT_EQ(covered, n) << "W=" << W << " n=" << n << " seg=" << seg;
+      }
+}
+
+// ---- Processes ------------------------------------------------------------------------------
+
+struct Probe {
+  int devices = 0;
+  std::string reason;  // unavailable_reason() without a device, else unsupported_reason(0)
+};
+
+const Probe& probe() {
+  static const Probe p = [] {
+    Probe r;
+    r.devices = cuda::device_count();
+    r.reason = r.devices == 0 ? cuda::unavailable_reason() : CudaIpcRing::unsupported_reason(0);
+    return r;
+  }();
+  return p;
+}
+
+// Set in a rank process (run_ranks): its rank, device and store directory.
+struct RankEnv {
+  int rank = -1, device = 0;
+  std::string dir;
+};
+
+RankEnv rank_env() {
+  RankEnv e;
+  const char* r = std::getenv("ENGINE_TEST_IPC_RING_RANK");
+  const char* d = std::getenv("ENGINE_TEST_IPC_RING_DEVICE");
+  const char* dir = std::getenv("ENGINE_TEST_IPC_RING_DIR");
+  if (r && d && dir) {
+    e.rank = std::atoi(r);
+    e.device = std::atoi(d);
+    e.dir = dir;
+  }
+  return e;
+}
+
+// In the test process only (a rank process is past these checks: its parent made them).
+#define SKIP_WITHOUT_IPC()                                                 \
+  do {                                                                     \
+    if (rank_env().rank < 0) {                                             \
+      if (probe().devices == 0) GTEST_SKIP() << probe().reason;            \
+      if (!probe().reason.empty() && !has(probe().reason, "as a peer"))    \
+        GTEST_SKIP() << "CUDA IPC is not usable here: " << probe().reason; \
+    }                                                                      \
+  } while (0)
+
+// fn(rank, device, store) in W rank processes meeting through a fresh file store. Each rank is
+// this test binary started afresh (fork and exec) running only the current test, which calls
+// run_ranks again and, seeing the rank in its environment, runs fn and exits: a forked child
+// could not use CUDA if this process had initialised it. Rank r takes device r % devices, or
+// device 0 for all when the GPUs lack P2P (IPC within one device works). A rank's error is on
+// stderr ("[rank R] ...").
+void run_ranks(int W, int timeout_s,
+               const std::function<void(int, int, const std::shared_ptr<Store>&)>& fn) {
+  const RankEnv env = rank_env();
+  if (env.rank >= 0) {
+    int code = 0;
+    try {
+      auto store = std::make_shared<FileStore>(env.dir, Millis(30000));
+      fn(env.rank, env.device, store);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[rank %d] %s\n", env.rank, e.what());
+      code = 1;
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }
+  static std::atomic<int> runs{0};
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("engine_ipc_ring_" + std::to_string(getpid()) + "_" + std::to_string(runs++));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter =
+      std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < W; ++r) {
+    const int device = probe().reason.empty() ? r % probe().devices : 0;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("ENGINE_TEST_IPC_RING_RANK", std::to_string(r).c_str(), 1);
+      setenv("ENGINE_TEST_IPC_RING_DEVICE", std::to_string(device).c_str(), 1);
+      setenv("ENGINE_TEST_IPC_RING_DIR", dir.c_str(), 1);
+      for (const char* v : {"GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS", "GTEST_OUTPUT"}) unsetenv(v);
+      const int null_fd = ::open("/dev/null", O_WRONLY);  // gtest's banner; errors go to stderr
+      if (null_fd >= 0) dup2(null_fd, STDOUT_FILENO);
+      char* argv[] = {const_cast<char*>("test_comm"), const_cast<char*>(filter.c_str()), nullptr};
+      execv("/proc/self/exe", argv);
+      std::fprintf(stderr, "[rank %d] execv(/proc/self/exe) failed\n", r);
+      std::_Exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(W, -1);
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  for (int left = W; left > 0;) {
+    for (int r = 0; r < W; ++r) {
+      int st = 0;
+      if (codes[r] == -1 && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        --left;
+      }
+    }
+    if (left > 0 && Clock::now() > deadline)
+      for (int r = 0; r < W; ++r)
+        if (codes[r] == -1) kill(pids[r], SIGKILL);
+    std::this_thread::sleep_for(Millis(2));
+  }
+  std::filesystem::remove_all(dir);
+  for (int r = 0; r < W; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << " (its error is above)";
+}
+
+// One all_reduce of n floats at 1 float past a 256-byte aligned allocation when `unaligned`
+// (the scalar path), with sentinels around it; throws on any wrong element.
+void check_all_reduce(CudaIpcRing& ring, int W, size_t n, ReduceOp op, int call, bool unaligned,
+                      const cuda::Event* ready = nullptr) {
+  const int r = ring.rank();
+  if (n == 0) {
+    ring.all_reduce(nullptr, 0, DType::F32, op);
+    return;
+  }
+  const size_t off = unaligned ? 1 : 0;
+  std::vector<float> h(off + n + 4, -1.0f);
+  for (size_t i = 0; i < n; ++i) h[off + i] = value(op, r, i, call);
+  Tensor whole =
+      Tensor::from_vector(h, {static_cast<int64_t>(h.size())}, Device::cuda(ring.device()));
+  Tensor t = whole.flat_slice(static_cast<int64_t>(off), static_cast<int64_t>(n));
+  ring.all_reduce(t, op, ready);
+  const std::vector<float> got = whole.to_vector();
+  const std::string at =
+      detail::concat("rank ", r, ": all_reduce(", n, " floats, ", reduce_op_name(op), ") #", call,
+                     unaligned ? " unaligned" : "", ": ");
+  for (size_t i = 0; i < off; ++i)
+    if (got[i] != -1.0f) throw Error(at + "wrote before the buffer");
+  for (size_t i = off + n; i < got.size(); ++i)
+    if (got[i] != -1.0f) throw Error(at + "wrote past the end of the buffer");
+  for (size_t i = 0; i < n; ++i) {
+    const float e = expected(op, W, i, call);
+    if (got[off + i] != e)
+      throw Error(detail::concat(at, "element ", i, " is ", got[off + i], ", expected ", e));
+  }
+}
+
+TEST(CudaIpcRing, WithoutCudaTheConstructorThrows) {
+  if (probe().devices > 0) GTEST_SKIP() << "a CUDA device answers";
+  auto store = std::make_shared<MemStore>(Millis(1000));
+  try {
+    CudaIpcRing ring(store, 0, 2, 0);
+    ADD_FAILURE() << "the constructor did not throw";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "CUDA")) << e.what();
+  }
+  EXPECT_NE(CudaIpcRing::unsupported_reason(0), "");
+}
+
+// The harness of the GPU tests, without a GPU: rank processes start, find their rank and meet.
+TEST(CudaIpcRingRanks, RankProcessesMeetThroughTheStore) {
+  const int W = 3;
+  run_ranks(W, 60, [&](int r, int, const std::shared_ptr<Store>& store) {
+    store->set("hello/" + std::to_string(r), std::to_string(r * r));
+    for (int q = 0; q < W; ++q)
+      if (store->get("hello/" + std::to_string(q)) != std::to_string(q * q))
+        throw Error("rank " + std::to_string(r) + " read a wrong value of rank " +
+                    std::to_string(q));
+  });
+}
+
+class CudaIpcRingGpu : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaIpcRingGpu, AllReduceMatchesTheCpu) {
+  SKIP_WITHOUT_IPC();
+  const int W = GetParam();
+  run_ranks(W, 300, [&](int r, int dev, const std::shared_ptr<Store>& store) {
+    IpcRingOptions o;
+    o.timeout = Millis(30000);
+    int call = 0;
+    {
+      o.key = "default";
+      CudaIpcRing ring(store, r, W, dev, o);
+      for (size_t n : {size_t(0), size_t(1), size_t(W - 1), size_t(W + 1), size_t(1013),
+                       size_t((1 << 20) + 3)})
+        for (ReduceOp op : kOps)
+          for (int rep = 0; rep < 2; ++rep) check_all_reduce(ring, W, n, op, call++, false);
+      // Smaller again (same region, other chunk layout), unaligned, and after an event.
+      for (size_t n : {size_t(1013), size_t(W + 1), size_t((1 << 20) + 3)})
+        check_all_reduce(ring, W, n, ReduceOp::SUM, call++, true);
+      const cuda::Event ready = cuda::Event::record(dev, cuda::Stream::Compute);
+      check_all_reduce(ring, W, 4099, ReduceOp::MAX, call++, false, &ready);
+      if (ring.broken()) throw Error("ring broken after successful calls");
+    }
+    {
+      o.key = "small_segments";
+      o.segment_bytes = 256;
+      o.blocks = 3;
+      CudaIpcRing ring(store, r, W, dev, o);
+      for (size_t n : {size_t(W + 1), size_t(1013), size_t(70001), size_t(5000)})
+        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX})
+          for (int rep = 0; rep < 2; ++rep) check_all_reduce(ring, W, n, op, call++, rep == 1);
+    }
+    {
+      o.key = "one_block";
+      o.segment_bytes = 4096;
+      o.blocks = 1;
+      CudaIpcRing ring(store, r, W, dev, o);
+      for (size_t n : {size_t((1 << 20) + 3), size_t(1013)})
+        for (ReduceOp op : {ReduceOp::AVG, ReduceOp::MIN})
+          for (bool unaligned : {false, true}) check_all_reduce(ring, W, n, op, call++, unaligned);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, CudaIpcRingGpu, ::testing::Values(2, 3),
+                         [](const auto& p) { return "W" + std::to_string(p.param); });
+
+TEST(CudaIpcRingRanks, OneRankLeavesTheBufferAsItIs) {
+  SKIP_WITHOUT_IPC();
+  run_ranks(1, 60, [&](int r, int dev, const std::shared_ptr<Store>& store) {
+    CudaIpcRing ring(store, r, 1, dev);
+    int call = 0;
+    for (ReduceOp op : kOps) check_all_reduce(ring, 1, 1013, op, call++, false);
+  });
+}
+
+TEST(CudaIpcRingRanks, MisuseIsAClearError) {
+  SKIP_WITHOUT_IPC();
+  const int W = 2;
+  run_ranks(W, 60, [&](int r, int dev, const std::shared_ptr<Store>& store) {
+    auto expect_error = [&](const std::function<void()>& f, const std::string& part) {
+      try {
+        f();
+      } catch (const Error& e) {
+        if (!has(e.what(), part))
+          throw Error(detail::concat("rank ", r, ": expected '", part, "' in: ", e.what()));
+        return;
+      }
+      throw Error(detail::concat("rank ", r, ": no error (expected '", part, "')"));
+    };
+    IpcRingOptions o;
+    o.timeout = Millis(5000);
+    o.key = "mismatch";
+    o.segment_bytes = r == 0 ? 4096 : 8192;
+    expect_error([&] { CudaIpcRing ring(store, r, W, dev, o); }, "segment_bytes");
+    o.key = "misuse";
+    o.segment_bytes = 4096;
+    CudaIpcRing ring(store, r, W, dev, o);
+    expect_error([&] { ring.all_reduce(Tensor::full({4}, 1.0f)); }, "tensor on cpu");
+    expect_error([&] { ring.all_reduce(Tensor::zeros({4}, DType::I64, Device::cuda(dev))); },
+                 "float32");
+    expect_error([&] { ring.all_reduce(nullptr, 4, DType::F32); }, "null buffer");
+    check_all_reduce(ring, W, 1013, ReduceOp::SUM, 0, false);  // still usable
+  });
+}
+
+struct TimeoutCase {
+  int world;
+  bool skip_first;  // the idle rank skips the first call (the region exchange waits) or the second
+};
+class CudaIpcRingTimeout : public ::testing::TestWithParam<TimeoutCase> {};
+
+// The last rank does not call: the others throw TimeoutError within the timeout (plus the host's
+// grace), rank 0's naming the idle rank as its prev; later calls say the ring is broken.
+TEST_P(CudaIpcRingTimeout, MissingRankIsNamed) {
+  SKIP_WITHOUT_IPC();
+  const auto [W, skip_first] = GetParam();
+  run_ranks(W, 120, [&](int r, int dev, const std::shared_ptr<Store>& store) {
+    IpcRingOptions o;
+    o.timeout = Millis(1500);
+    o.key = "timeout";
+    CudaIpcRing ring(store, r, W, dev, o);
+    const int idle = W - 1;
+    if (!skip_first) check_all_reduce(ring, W, 1013, ReduceOp::SUM, 0, false);
+    if (r == idle) {
+      std::vector<std::string> keys;
+      for (int q = 0; q < idle; ++q) keys.push_back("left/" + std::to_string(q));
+      store->wait(keys, Millis(60000));
+      return;
+    }
+    Tensor t = Tensor::full({1013}, 1.0f, Device::cuda(dev));
+    const auto t0 = Clock::now();
+    std::string msg;
+    try {
+      ring.all_reduce(t);
+    } catch (const TimeoutError& e) {
+      msg = e.what();
+    }
+    const auto took = Clock::now() - t0;
+    if (msg.empty())
+      throw Error(detail::concat("rank ", r, ": no TimeoutError without rank ", idle));
+    if (r == 0 && !has(msg, "rank " + std::to_string(idle) + " (prev)"))
+      throw Error("rank 0's error does not name rank " + std::to_string(idle) + ": " + msg);
+    if (took > Millis(8000))
+      throw Error(detail::concat("rank ", r, ": the timeout took ",
+                                 std::chrono::duration_cast<Millis>(took).count(), " ms: ", msg));
+    if (!ring.broken()) throw Error("not broken after a timeout");
+    bool refused = false;
+    try {
+      ring.all_reduce(t);
+    } catch (const Error& e) {
+      refused = has(e.what(), "broken");
+    }
+    if (!refused) throw Error("a broken ring took another call");
+    store->set("left/" + std::to_string(r), "1");
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaIpcRingTimeout,
+                         ::testing::Values(TimeoutCase{2, false}, TimeoutCase{3, false},
+                                           TimeoutCase{3, true}),
+                         [](const auto& p) {
+                           return "W" + std::to_string(p.param.world) +
+                                  (p.param.skip_first ? "_first_call" : "_second_call");
+                         });
+
+}  // namespace
+}  // namespace engine::comm
