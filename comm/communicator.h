@@ -143,7 +143,7 @@ class Communicator {
   // first that applies:
   //   nccl    attach_nccl(): every collective NCCL has (all_reduce, broadcast, reduce, all_gather,
   //           reduce_scatter, send, recv) runs on NCCL, on the device's comm stream;
-  //   ipc     attach_ipc_ring(): float32 all_reduce (not PROD) runs on the CUDA IPC ring
+  //   ipc     attach_ipc_ring(): float32 all_reduce runs on the CUDA IPC ring
   //           (comm/cuda_ipc_ring.h), our own reduce-copy kernel between the GPUs of one host;
   //   staged  otherwise: the tensors are copied, on the comm stream after the compute work queued
   //           so far, into this communicator's pinned host buffer, the collective runs on the ring

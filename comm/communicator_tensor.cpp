@@ -140,8 +140,13 @@ void Communicator::cuda_all_reduce(const Tensor& t, ReduceOp op, const cuda::Eve
     });
     return;
   }
-  if (ipc_ && t.dtype() == DType::F32 && op != ReduceOp::PROD) {
-    run([&] { ipc_->all_reduce(t, op, ready); });
+  if (ipc_ && t.dtype() == DType::F32) {
+    run([&] {
+      // The kernel cannot see a peer that calls something else: the ranks first agree on the
+      // call over the host transports (a few microseconds over shared memory).
+      if (size() > 1) agree(begin(CollOp::AllReduce, numel(t), t.dtype(), op, -1));
+      ipc_->all_reduce(t, op, ready);
+    });
     return;
   }
   std::vector<Staged> ts{{t, true, true}};
