@@ -78,6 +78,9 @@ void validate(const TrainConfig& c) {
   ENGINE_CHECK(c.mode == "dp" || c.device != "cpu" || c.backend != "nccl",
                "--backend nccl reduces CUDA tensors and --device cpu trains on the CPU: use "
                "--backend ring");
+  ENGINE_CHECK(c.cuda_ring == "auto" || c.backend == "ring",
+               "--cuda-ring chooses how --backend ring moves GPU tensors; --backend ", c.backend,
+               " does not use it");
   ENGINE_CHECK(c.cuda_ring == "auto" || c.device != "cpu",
                "--cuda-ring applies to GPUs and --device cpu trains on the CPU");
   ENGINE_CHECK(c.init_from.empty() || c.resume.empty(),

@@ -43,6 +43,9 @@ TEST_F(TrainTest, DataParallelAndCudaCollectiveFlagsGiveClearErrors) {
   r = run(base + " --device cpu --backend nccl");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--backend ring"), std::string::npos) << r.output;
+  r = run(base + " --backend nccl --cuda-ring staged");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--backend nccl does not use it"), std::string::npos) << r.output;
   r = run(base + " --device cpu --cuda-ring ipc");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--cuda-ring"), std::string::npos) << r.output;
