@@ -108,11 +108,8 @@ int run(int argc, char** argv) {
   const bool console = console_format(nargs, args.data());  // before Initialize eats the flags
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
-  if (device.is_cuda() && engine::cuda_device_count() <= device.index) {
-    const std::string why = engine::cuda_device_count() == 0
-                                ? engine::cuda_unavailable_reason()
-                                : "no CUDA device " + device.str() + " (" +
-                                      std::to_string(engine::cuda_device_count()) + " visible)";
+  if (const std::string why = device.is_cuda() ? engine::cuda_device_problem(device.index) : "";
+      !why.empty()) {
     std::fprintf(stderr, "bench_kernels: %s\n", why.c_str());
     return 2;
   }

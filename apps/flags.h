@@ -135,4 +135,16 @@ class Flags {
   std::vector<std::string> given_, rest_;
 };
 
+// The items of a comma-separated flag value ("a,b,,c" -> a, b, "", c; "" -> one empty item).
+inline std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t comma = text.find(',', pos);
+    out.push_back(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) return out;
+    pos = comma + 1;
+  }
+}
+
 }  // namespace engine::apps

@@ -53,11 +53,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpu_selftest: --device must be a CUDA device, got %s\n", device.c_str());
     return 3;
   }
-  if (cuda_device_count() <= dev.index) {
-    const std::string why = cuda_device_count() == 0
-                                ? cuda_unavailable_reason()
-                                : "no CUDA device " + dev.str() + " (" +
-                                      std::to_string(cuda_device_count()) + " visible)";
+  if (const std::string why = cuda_device_problem(dev.index); !why.empty()) {
     std::fprintf(stderr, "gpu_selftest: cannot run: %s\n", why.c_str());
     return 2;
   }

@@ -41,17 +41,12 @@ const char kUsage[] =
 
 std::vector<float> parse_values(const std::string& text) {
   std::vector<float> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string item = text.substr(pos, comma - pos);
+  for (const std::string& item : engine::apps::split_commas(text)) {
     char* end = nullptr;
     const float v = std::strtof(item.c_str(), &end);
     ENGINE_CHECK(!item.empty() && end && *end == 0, "--values: '", item,
                  "' is not a number (want a comma-separated list, e.g. 1,2,3)");
     out.push_back(v);
-    pos = comma + 1;
   }
   return out;
 }

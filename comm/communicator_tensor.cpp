@@ -84,12 +84,12 @@ void Communicator::run_staged(std::vector<Staged>& ts, const cuda::Event* ready,
     dev = s.t.device().index;
     total += round_up(s.t.nbytes(), 64);
   }
+  if (dev < 0) {  // all on the CPU: the raw-buffer call as it is
+    for (Staged& s : ts) s.host = s.t.defined() ? s.t.raw_data() : nullptr;
+    fn();
+    return;
+  }
   run([&] {
-    if (dev < 0) {  // all on the CPU
-      for (Staged& s : ts) s.host = s.t.defined() ? s.t.raw_data() : nullptr;
-      fn();
-      return;
-    }
     if (pinned_bytes_ < total) {
       cuda::free_pinned(pinned_);
       pinned_ = nullptr;
@@ -107,10 +107,7 @@ void Communicator::run_staged(std::vector<Staged>& ts, const cuda::Event* ready,
       p += round_up(s.t.nbytes(), 64);
     }
     // Device -> host on the comm stream, once the tensors are written.
-    if (ready)
-      ready->block(cuda::Stream::Comm);
-    else
-      cuda::Event::record(dev, cuda::Stream::Compute).block(cuda::Stream::Comm);
+    cuda::comm_after(dev, ready);
     for (Staged& s : ts)
       if (on_cuda(s.t) && s.in)
         cuda::copy_async(s.host, Device::cpu(), s.t.raw_data(), s.t.device(), s.t.nbytes(), dev,

@@ -148,9 +148,7 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<Store> store, int rank, int w
   ENGINE_CHECK(store_ != nullptr, "nccl init: no store");
   ENGINE_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "nccl init: rank ", rank_, " of world ",
                world_);
-  ENGINE_CHECK(device_ >= 0 && device_ < cuda::device_count(), "nccl init on rank ", rank_,
-               ": cuda:", device_, " is not a device of this process (", cuda::device_count(),
-               " CUDA devices; ", cuda::unavailable_reason(), ")");
+  check_cuda_device(device_, detail::concat("nccl init on rank ", rank_));
   cuda::DeviceGuard guard(device_);
   // The unique id: made by rank 0, fetched by the others through the store.
   const std::string key = opts_.key + "/unique_id";
@@ -255,10 +253,7 @@ void run_collective(ncclComm_t& comm, cudaEvent_t done, int rank, int world, int
                ": the communicator was aborted by an earlier error");
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = cuda::comm_stream(device);
-  if (after)
-    after->block(cuda::Stream::Comm);
-  else
-    cuda::comm_wait_for_compute(device);
+  cuda::comm_after(device, after);
   const Deadline deadline = Deadline::after(timeout);
   auto abort_with = [&](const std::string& why, bool timed_out) {
     (void)ncclCommAbort(comm);

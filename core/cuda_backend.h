@@ -67,6 +67,10 @@ class Event {
   int device_ = -1;
 };
 
+// Before a collective on `device`: its comm stream waits (on the device) for `ready`, or, when
+// null, for all the compute work queued so far.
+void comm_after(int device, const Event* ready);
+
 // Elementwise on device memory (float32): p[i] = v; dst[i] += alpha * src[i]; p[i] *= s.
 void fill_f32(int device, float* p, float v, int64_t n);
 void axpy_f32(int device, float* dst, const float* src, float alpha, int64_t n);

@@ -25,4 +25,18 @@ std::string cuda_unavailable_reason() {
   return cuda::unavailable_reason();
 }
 
+std::string cuda_device_problem(int index) {
+  const int n = cuda::device_count();
+  if (index >= 0 && index < n) return "";
+  if (n == 0)  // the reason first: "no CUDA device: ..."
+    return detail::concat(cuda::unavailable_reason(), "; cuda:", index,
+                          " is not a device of this process");
+  return detail::concat("cuda:", index, " is not a device of this process (", n, " CUDA devices)");
+}
+
+void check_cuda_device(int index, const std::string& context) {
+  const std::string problem = cuda_device_problem(index);
+  ENGINE_CHECK(problem.empty(), context, context.empty() ? "" : ": ", problem);
+}
+
 }  // namespace engine

@@ -25,5 +25,10 @@ struct Device {
 int cuda_device_count();
 // Why no CUDA device answers ("no CUDA device: ..."), or "" when one does.
 std::string cuda_unavailable_reason();
+// "" when cuda:index answers in this process, else why not: "cuda:N is not a device of this
+// process (K CUDA devices)", or with none at all "no CUDA device: <reason>; cuda:N is not ...".
+std::string cuda_device_problem(int index);
+// Throws engine::Error "<context>: <problem>" (or just the problem) unless cuda:index answers.
+void check_cuda_device(int index, const std::string& context = "");
 
 }  // namespace engine

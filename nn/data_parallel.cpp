@@ -34,11 +34,9 @@ void check_devices(const std::vector<Device>& ds) {
     ENGINE_CHECK(d.kind == ds[0].kind, "DataParallel: devices must be all CUDA or all CPU, got ",
                  device_list(ds));
   if (ds[0].is_cpu()) return;
-  const int n = cuda_device_count();
   for (const Device& d : ds)
-    ENGINE_CHECK(d.index >= 0 && d.index < n, "DataParallel: ", d.str(), " in ", device_list(ds),
-                 " is not available: ",
-                 n == 0 ? cuda_unavailable_reason() : std::to_string(n) + " CUDA device(s)");
+    check_cuda_device(d.index,
+                      "DataParallel: " + d.str() + " in " + device_list(ds) + " is not available");
 }
 
 // The replica's entries must be the module's: same names, shapes and dtypes, same order.

@@ -19,6 +19,7 @@
 #include "apps/bench_kernels/ops_cuda.h"
 #include "core/cuda/check.cuh"
 #include "core/cuda/stream.cuh"
+#include "core/cuda_backend.h"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/handles.cuh"
 #endif
@@ -153,7 +154,7 @@ CudaCeilings measure_cuda_ceilings(int device) {
 }
 
 void cuda_synchronize(int device) {
-  cuda::synchronize_compute(device);
+  cuda::synchronize(device, cuda::Stream::Compute);
 }
 
 #else  // no CUDA in this build

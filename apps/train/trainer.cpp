@@ -74,22 +74,15 @@ std::vector<Device> dp_devices(const TrainConfig& c) {
     for (int i = 0; i < n; ++i) devs.push_back(Device::cuda(i));
     return devs;
   }
-  size_t start = 0;
-  while (start <= c.dp_devices.size()) {
-    size_t comma = c.dp_devices.find(',', start);
-    if (comma == std::string::npos) comma = c.dp_devices.size();
-    const std::string item = c.dp_devices.substr(start, comma - start);
+  for (const std::string& item : split_commas(c.dp_devices)) {
     ENGINE_CHECK(!item.empty(), "--dp-devices '", c.dp_devices, "': empty item");
     devs.push_back(Device::parse(item));
-    start = comma + 1;
   }
   const bool cuda = devs.front().is_cuda();
   for (const Device& d : devs) {
     ENGINE_CHECK(d.is_cuda() == cuda, "--dp-devices '", c.dp_devices,
                  "': all cpu or all cuda, not both");
-    ENGINE_CHECK(d.is_cpu() || d.index < cuda_device_count(), "--dp-devices: ", d.str(),
-                 " is not a device of this process (", cuda_device_count(), " CUDA devices; ",
-                 cuda_unavailable_reason(), ")");
+    if (d.is_cuda()) check_cuda_device(d.index, "--dp-devices");
   }
   ENGINE_CHECK(c.device == "auto" || (c.device == "cuda") == cuda, "--device ", c.device,
                " and --dp-devices '", c.dp_devices, "' disagree");
@@ -104,12 +97,11 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
     why_not_ipc = comm.local_size() == comm.size()
                       ? comm::CudaIpcRing::unsupported_reason(dev.index)
                       : "the ranks span more than one host";
-  // [on cuda, IPC usable] reduced with MIN, and on cuda again with MAX.
-  int64_t mins[2] = {dev.is_cuda() ? 1 : 0, why_not_ipc.empty() ? 1 : 0};
-  int64_t on_cuda_max = mins[0];
-  comm.all_reduce(mins, 2, DType::I64, comm::ReduceOp::MIN);
-  comm.all_reduce(&on_cuda_max, 1, DType::I64, comm::ReduceOp::MAX);
-  ENGINE_CHECK(mins[0] == on_cuda_max, "rank ", comm.rank(), " trains on ", dev.str(),
+  // One MIN over [on cuda, IPC usable, -on cuda]: the last is minus the MAX of "on cuda".
+  const int64_t on_cuda = dev.is_cuda() ? 1 : 0;
+  int64_t mins[3] = {on_cuda, why_not_ipc.empty() ? 1 : 0, -on_cuda};
+  comm.all_reduce(mins, 3, DType::I64, comm::ReduceOp::MIN);
+  ENGINE_CHECK(mins[0] == -mins[2], "rank ", comm.rank(), " trains on ", dev.str(),
                " but other ranks train on ", dev.is_cuda() ? "the cpu" : "a GPU",
                ": every rank needs a GPU (or pass --device cpu)");
   if (dev.is_cpu()) {

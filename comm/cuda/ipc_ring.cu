@@ -443,9 +443,7 @@ CudaIpcRing::CudaIpcRing(std::shared_ptr<Store> store, int rank, int world, int 
   ENGINE_CHECK(store_ != nullptr, "ipc_ring init: no store");
   ENGINE_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "ipc_ring init: rank ", rank_,
                " of world ", world_);
-  ENGINE_CHECK(device_ >= 0 && device_ < cuda::device_count(), "ipc_ring init on rank ", rank_,
-               ": cuda:", device_, " is not a device of this process (", cuda::device_count(),
-               " CUDA devices; ", cuda::unavailable_reason(), ")");
+  check_cuda_device(device_, detail::concat("ipc_ring init on rank ", rank_));
   ENGINE_CHECK(opts_.blocks >= 1, "ipc_ring init on rank ", rank_, ": blocks ", opts_.blocks,
                " < 1");
   ENGINE_CHECK(opts_.timeout.count() > 0, "ipc_ring init on rank ", rank_, ": timeout ",
@@ -519,10 +517,7 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
                      seq - 1);
 
   cudaStream_t stream = cuda::comm_stream(device_);
-  if (ready)
-    ready->block(cuda::Stream::Comm);
-  else
-    cuda::comm_wait_for_compute(device_);
+  cuda::comm_after(device_, ready);
   ipc::RingArgs a;
   a.data = static_cast<float*>(data);
   a.own_rs = reinterpret_cast<const float*>(m.own + m.layout.rs);
@@ -557,9 +552,7 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
 std::string CudaIpcRing::unsupported_reason(int device) {
   const int n = cuda::device_count();
   if (n == 0) return cuda::unavailable_reason();
-  if (device < 0 || device >= n)
-    return detail::concat("cuda:", device, " is not a device of this process (", n,
-                          " CUDA devices)");
+  if (std::string p = cuda_device_problem(device); !p.empty()) return p;
   auto failed = [](cudaError_t e, const char* what) {
     (void)cudaGetLastError();
     return detail::concat(what, " failed: ", cudaGetErrorString(e));

@@ -47,9 +47,8 @@ struct Pool {
 
 // Never destroyed: at exit the driver may already be gone, so cached blocks are left to it.
 Pool& pool(int device) {
-  ENGINE_CHECK(device >= 0 && device < kMaxDevices && device < device_count(), "cuda:", device,
-               " is not a device of this process (", device_count(), " CUDA devices; ",
-               unavailable_reason(), ")");
+  check_cuda_device(device);
+  ENGINE_CHECK(device < kMaxDevices, "cuda:", device, ": at most ", kMaxDevices, " devices");
   static auto* pools = new std::array<Pool, kMaxDevices>();
   return (*pools)[device];
 }

@@ -98,4 +98,11 @@ void Event::synchronize() const {
   if (ev_) CUDA_CHECK(cudaEventSynchronize(as_event(ev_)));
 }
 
+void comm_after(int device, const Event* ready) {
+  if (ready)
+    ready->block(Stream::Comm);
+  else
+    Event::record(device, Stream::Compute).block(Stream::Comm);
+}
+
 }  // namespace engine::cuda

@@ -8,9 +8,8 @@
 //   order them, and work on them must be waited for (by compute or the host) before its buffers
 //   are freed.
 // copy_stream(d): uploads of the next batch while the current one computes.
-// comm_stream(d): NCCL collectives. Ordered against compute by events:
-//   compute -> comm: comm_wait_for_compute(d) before a collective reads what compute wrote;
-//   comm -> compute: compute_wait_for_comm(d) before compute reads what the collective wrote.
+// comm_stream(d): collectives (NCCL, the IPC ring, staging copies). Ordered against compute by
+//   events (cuda::Event, cuda::comm_after in core/cuda_backend.h).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -20,17 +19,5 @@ cudaStream_t compute_stream(int device);
 cudaStream_t comm_stream(int device);
 // Host->device uploads that overlap compute (the trainer's next batch).
 cudaStream_t copy_stream(int device);
-
-// Makes `waiter` wait (on the device, not the host) for all work queued so far on `signaller`.
-void stream_wait(int device, cudaStream_t waiter, cudaStream_t signaller);
-inline void comm_wait_for_compute(int device) {
-  stream_wait(device, comm_stream(device), compute_stream(device));
-}
-inline void compute_wait_for_comm(int device) {
-  stream_wait(device, compute_stream(device), comm_stream(device));
-}
-
-// Blocks the host until the device's compute stream has finished its queued work.
-void synchronize_compute(int device);
 
 }  // namespace engine::cuda

@@ -19,10 +19,8 @@ struct Handles {
 };
 
 Handles& handles(int device) {
-  ENGINE_CHECK(device >= 0 && device < kMaxDevices && device < ::engine::cuda::device_count(),
-               "cuda:", device, " is not a device of this process (",
-               ::engine::cuda::device_count(), " CUDA devices; ",
-               ::engine::cuda::unavailable_reason(), ")");
+  check_cuda_device(device);
+  ENGINE_CHECK(device < kMaxDevices, "cuda:", device, ": at most ", kMaxDevices, " devices");
   static auto* all = new std::array<Handles, kMaxDevices>();
   return (*all)[device];
 }

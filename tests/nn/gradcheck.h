@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -18,6 +19,17 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1, fl
   std::vector<float> v(shape_numel(shape));
   for (float& x : v) x = g.uniform(lo, hi);
   return Tensor::from_vector(v, shape);
+}
+
+// max |a - b| / max(max |b|, 1e-30) over two tensors of any devices.
+inline double rel_error(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(shape_str(got.shape()), shape_str(want.shape()));
+  std::vector<float> g = got.to_vector(), w = want.to_vector();
+  double scale = 1e-30, err = 0;
+  for (float v : w) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  for (size_t i = 0; i < g.size() && i < w.size(); ++i)
+    err = std::max(err, std::fabs(static_cast<double>(g[i]) - w[i]));
+  return err / scale;
 }
 
 inline double dot(const Tensor& a, const Tensor& b) {

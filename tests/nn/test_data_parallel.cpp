@@ -27,17 +27,7 @@ namespace engine {
 namespace {
 
 using engine::testing::random_tensor;
-
-// max |a - b| / max(max |b|, 1e-30) over two tensors of any devices.
-double rel_error(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(shape_str(got.shape()), shape_str(want.shape()));
-  std::vector<float> g = got.to_vector(), w = want.to_vector();
-  double scale = 1e-30, err = 0;
-  for (float v : w) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-  for (size_t i = 0; i < g.size() && i < w.size(); ++i)
-    err = std::max(err, std::fabs(static_cast<double>(g[i]) - w[i]));
-  return err / scale;
-}
+using engine::testing::rel_error;
 
 Tensor images(int64_t n, uint64_t seed) {
   return random_tensor({n, 1, 28, 28}, seed, 0, 1);
