@@ -1,4 +1,4 @@
-// tests/data/upload_test.cpp: BatchUploader hands out each staged batch unchanged, slot after
+// tests/data/test_upload.cpp: BatchUploader hands out each staged batch unchanged, slot after
 // slot, on the CPU and on a GPU (skipped with "no CUDA device" where none answers), and refuses
 // batches that do not fit.
 #include "data/upload.h"
