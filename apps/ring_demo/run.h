@@ -58,6 +58,9 @@ struct DemoRun {
 // "sum", "avg", ...: the op as the --op flag spells it.
 const char* op_name(comm::ReduceOp op);
 
+// Throws engine::Error naming the flag when cfg is out of the demo's range.
+void check_config(const Config& cfg);
+
 // Runs the collective; throws engine::Error for a bad configuration or a failed collective.
 DemoRun run_demo(const Config& cfg);
 
