@@ -145,19 +145,17 @@ void check_config(const Config& c) {
                c.values.size());
 }
 
-const char* op_name(comm::ReduceOp op) {
-  switch (op) {
-    case comm::ReduceOp::AVG:
-      return "avg";
-    case comm::ReduceOp::MAX:
-      return "max";
-    case comm::ReduceOp::MIN:
-      return "min";
-    case comm::ReduceOp::PROD:
-      return "prod";
-    default:
-      return "sum";
-  }
+const OpWords& op_words(comm::ReduceOp op) {
+  static const OpWords kWords[] = {
+      {comm::ReduceOp::SUM, "sum", "adds", "sum"},
+      {comm::ReduceOp::AVG, "avg", "adds", "mean"},
+      {comm::ReduceOp::MAX, "max", "keeps the max", "max"},
+      {comm::ReduceOp::MIN, "min", "keeps the min", "min"},
+      {comm::ReduceOp::PROD, "prod", "multiplies", "product"},
+  };
+  for (const OpWords& w : kWords)
+    if (w.op == op) return w;
+  return kWords[0];
 }
 
 std::vector<float> direct_reduce(const std::vector<std::vector<float>>& inputs, comm::ReduceOp op) {
