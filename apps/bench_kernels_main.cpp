@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "                     [--benchmark_out=FILE] ...\n"
     "A case is checked against the reference before it is timed; a failed check skips it\n"
     "and makes the exit status 1. Exit status 2 for bad flags, or when --device cuda finds no\n"
-    "CUDA device. Google Benchmark's --benchmark_* flags (below) pass through;\n"
+    "CUDA device. Google Benchmark's flags (--benchmark_*, --v; below) pass through;\n"
     "--benchmark_min_time defaults to 0.2 here.";
 
 struct Options {
@@ -42,6 +42,7 @@ struct Options {
 bool parse_args(int argc, char** argv, Options* o) {
   engine::apps::Flags f(kUsage);
   f.pass_through("--benchmark_");
+  f.pass_through("--v=");  // Google Benchmark's verbosity
   f.add("threads", &o->threads, "engine (and OpenBLAS) threads; 0: all cores");
   f.add("device", &o->device,
         "cpu, or cuda / cuda:N: the same cases on a GPU, against its own ceilings");
