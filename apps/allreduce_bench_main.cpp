@@ -14,6 +14,7 @@
 #include "apps/allreduce_bench/report.h"
 #include "apps/allreduce_bench/runner.h"
 #include "apps/allreduce_bench/spawn.h"
+#include "apps/program.h"
 #include "comm/cuda_ipc_ring.h"
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
@@ -169,10 +170,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
-    return 2;
-  }
+  return engine::apps::run_program("allreduce_bench", argc, argv, run);
 }

@@ -8,8 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
-#include <cstring>
-#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,7 +17,7 @@
 #include "apps/bench_kernels/cuda_ceiling.h"
 #include "apps/bench_kernels/reporter.h"
 #include "apps/bench_kernels/shapes.h"
-#include "apps/flags.h"
+#include "apps/program.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
 
@@ -28,90 +27,98 @@ constexpr const char* kUsage =
     "usage: bench_kernels [--threads N] [--device cpu|cuda] [--benchmark_filter=REGEX]\n"
     "                     [--benchmark_format=json] [--benchmark_min_time=SECONDS]\n"
     "                     [--benchmark_out=FILE] ...\n"
-    "  --threads N   engine (and OpenBLAS) threads; default: all cores\n"
-    "  --device D    cpu (default), or cuda (cuda:0; cuda:N for another GPU): the same cases\n"
-    "                on the GPU, against its cuBLAS SGEMM and device-to-device copy ceilings;\n"
-    "                exit status 2 when no CUDA device answers\n"
-    "  A case is checked against the reference before it is timed; a failed check skips it\n"
-    "  and makes the exit status 1. --benchmark_min_time defaults to 0.2 here.";
+    "A case is checked against the reference before it is timed; a failed check skips it\n"
+    "and makes the exit status 1. Exit status 2 for bad flags, or when --device cuda finds no\n"
+    "CUDA device. Google Benchmark's flags (--benchmark_*, --v; below) pass through;\n"
+    "--benchmark_min_time defaults to 0.2 here.";
 
-// Takes `--threads N` / `--threads=N` out of argv (Google Benchmark rejects flags it does not
-// know); returns N, or 0 when absent.
-int take_threads_flag(int* argc, char** argv) {
-  int threads = 0, out = 1;
-  for (int i = 1; i < *argc; ++i) {
-    std::string a = argv[i];
-    std::string value;
-    if (a == "--threads") {
-      if (i + 1 >= *argc) throw engine::Error("--threads needs a value");
-      value = argv[++i];
-    } else if (a.rfind("--threads=", 0) == 0) {
-      value = a.substr(10);
-    } else {
-      argv[out++] = argv[i];
-      continue;
-    }
-    threads = static_cast<int>(engine::apps::Flags::parse_int("threads", value));
-    if (threads < 1) throw engine::Error("--threads must be at least 1");
-  }
-  *argc = out;
-  argv[out] = nullptr;
-  return threads;
-}
-
-// Takes `--device D` / `--device=D` out of argv; returns D, or "cpu" when absent.
-std::string take_device_flag(int* argc, char** argv) {
+struct Options {
+  int64_t threads = 0;  // 0: all cores
   std::string device = "cpu";
-  int out = 1;
-  for (int i = 1; i < *argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--device") {
-      if (i + 1 >= *argc) throw engine::Error("--device needs a value (cpu or cuda)");
-      device = argv[++i];
-    } else if (a.rfind("--device=", 0) == 0) {
-      device = a.substr(9);
-    } else {
-      argv[out++] = argv[i];
-    }
+  std::vector<std::string> benchmark_flags;  // --benchmark_*, for Google Benchmark
+};
+
+// Parses our flags and keeps Google Benchmark's; returns false when --help was printed.
+bool parse_args(int argc, char** argv, Options* o) {
+  engine::apps::Flags f(kUsage);
+  f.pass_through("--benchmark_");
+  f.pass_through("--v=");  // Google Benchmark's verbosity
+  f.add("threads", &o->threads, "engine (and OpenBLAS) threads; 0: all cores");
+  f.add("device", &o->device,
+        "cpu, or cuda / cuda:N: the same cases on a GPU, against its own ceilings");
+  if (!f.parse(argc, argv)) {
+    std::printf("\nGoogle Benchmark's flags:\n");
+    benchmark::PrintDefaultHelp();
+    return false;
   }
-  *argc = out;
-  argv[out] = nullptr;
-  return device;
+  ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected argument '", f.rest()[0], "'");
+  ENGINE_USAGE_CHECK(o->threads >= 0, "--threads must be at least 1");
+  o->benchmark_flags = f.passed_through();
+  return true;
 }
 
-bool has_flag(int argc, char** argv, const char* prefix) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], prefix, std::strlen(prefix)) == 0) return true;
+bool has_flag(const std::vector<std::string>& flags, const std::string& prefix) {
+  for (const std::string& f : flags)
+    if (f.rfind(prefix, 0) == 0) return true;
   return false;
 }
 
 // Whether the display format is the console table (not --benchmark_format=json or csv).
-bool console_format(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--benchmark_format=", 19) == 0)
-      return std::strcmp(argv[i] + 19, "console") == 0;
+bool console_format(const std::vector<std::string>& flags) {
+  for (const std::string& f : flags)
+    if (f.rfind("--benchmark_format=", 0) == 0) return f.substr(19) == "console";
   return true;
 }
 
-int run(int argc, char** argv) {
-  if (has_flag(argc, argv, "--help") || has_flag(argc, argv, "-h")) std::puts(kUsage);
-  const int threads = take_threads_flag(&argc, argv);
-  const engine::Device device = engine::Device::parse(take_device_flag(&argc, argv));
-  engine::set_num_threads(threads > 0 ? threads : engine::hardware_threads());
-
-  // Our default minimum time per case, unless given (150-odd cases on 2 cores).
-  std::vector<char*> args(argv, argv + argc);
-  std::string min_time = "--benchmark_min_time=0.2";
-  if (!has_flag(argc, argv, "--benchmark_min_time")) args.push_back(min_time.data());
+// Hands Google Benchmark its flags (with our default minimum time per case, unless given: 150-odd
+// cases on 2 cores); a flag it does not know is a usage error.
+void init_benchmark(const char* program, std::vector<std::string> flags) {
+  if (!has_flag(flags, "--benchmark_min_time")) flags.push_back("--benchmark_min_time=0.2");
+  std::vector<char*> args = {const_cast<char*>(program)};
+  for (std::string& f : flags) args.push_back(f.data());
   int nargs = static_cast<int>(args.size());
   args.push_back(nullptr);
-  const bool console = console_format(nargs, args.data());  // before Initialize eats the flags
   benchmark::Initialize(&nargs, args.data());
-  if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
+  ENGINE_USAGE_CHECK(nargs <= 1, "unknown flag ", nargs > 1 ? args[1] : "");
+}
+
+// Measures the device's ceilings and registers its cases, which add to *failures as they run;
+// say() reports a line of context.
+void register_cases(engine::Device device,
+                    const std::function<void(const std::string&, const std::string&)>& say,
+                    std::vector<engine::bench::Failure>* failures) {
+  engine::bench::verify_sites_against_models();
+  if (device.is_cpu()) {
+    if (engine::cuda_device_count() == 0)
+      say("cuda", "cases skipped: " + engine::cuda_unavailable_reason());
+    else
+      say("cuda", std::to_string(engine::cuda_device_count()) +
+                      " device(s) answer; --device cuda runs the cases on one");
+    const engine::bench::Ceilings ceilings = engine::bench::measure_ceilings();
+    for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
+    engine::bench::register_cpu_cases(ceilings, failures);
+  } else {
+    const engine::bench::CudaCeilings ceilings = engine::bench::measure_cuda_ceilings(device.index);
+    for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
+    say("cuda_cases", "the CPU cases' names on " + device.str() +
+                          ", checked against the same reference; idx_decode, normalize and comm's "
+                          "reduce_into have no device kernel and are not run");
+    engine::bench::register_cuda_cases(ceilings, failures);
+  }
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  if (!parse_args(argc, argv, &o)) return 0;
+  engine::Device device;
+  engine::apps::as_usage_error([&] { device = engine::Device::parse(o.device); });
+  engine::set_num_threads(o.threads > 0 ? static_cast<int>(o.threads) : engine::hardware_threads());
+  const bool console = console_format(o.benchmark_flags);
+  init_benchmark(argv[0], o.benchmark_flags);
   if (const std::string why = device.is_cuda() ? engine::cuda_device_problem(device.index) : "";
       !why.empty()) {
     std::fprintf(stderr, "bench_kernels: %s\n", why.c_str());
-    return 2;
+    return 2;  // the documented "no CUDA device" status
   }
 
   // Reported in the run's context, which Google Benchmark prints (or writes into the JSON)
@@ -122,26 +129,7 @@ int run(int argc, char** argv) {
   };
   say("threads", std::to_string(engine::num_threads()));
   std::vector<engine::bench::Failure> failures;
-  if (device.is_cpu()) {
-    if (engine::cuda_device_count() == 0)
-      say("cuda", "cases skipped: " + engine::cuda_unavailable_reason());
-    else
-      say("cuda", std::to_string(engine::cuda_device_count()) +
-                      " device(s) answer; --device cuda runs the cases on one");
-
-    engine::bench::verify_sites_against_models();
-    const engine::bench::Ceilings ceilings = engine::bench::measure_ceilings();
-    for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
-    engine::bench::register_cpu_cases(ceilings, &failures);
-  } else {
-    engine::bench::verify_sites_against_models();
-    const engine::bench::CudaCeilings ceilings = engine::bench::measure_cuda_ceilings(device.index);
-    for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
-    say("cuda_cases", "the CPU cases' names on " + device.str() +
-                          ", checked against the same reference; idx_decode, normalize and comm's "
-                          "reduce_into have no device kernel and are not run");
-    engine::bench::register_cuda_cases(ceilings, &failures);
-  }
+  register_cases(device, say, &failures);
   engine::bench::TableReporter table;
   benchmark::RunSpecifiedBenchmarks(console ? &table : nullptr);
   benchmark::Shutdown();
@@ -159,10 +147,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_kernels: %s\n", e.what());
-    return 1;
-  }
+  return engine::apps::run_program("bench_kernels", argc, argv, run);
 }

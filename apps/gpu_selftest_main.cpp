@@ -2,16 +2,15 @@
 // It checks every CUDA op against the CPU (forward and backward), one training step of each
 // model, NCCL collectives in one process, and an all_reduce between two ranks (child processes)
 // over each backend (ring staged, ring IPC, NCCL), then prints a pass/fail table.
-// Exit code: 0 all passed, 1 a check failed, 2 no CUDA device (the reason is printed), 3 bad use.
-#include <cmath>
+// Exit code: 0 all passed, 1 a check failed, 2 no CUDA device (the reason is printed) or bad use.
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "apps/gpu_selftest/checks.h"
 #include "apps/gpu_selftest/multi_rank.h"
+#include "apps/program.h"
 #include "core/device.h"
 
 namespace {
@@ -21,43 +20,11 @@ const char kUsage[] =
     "Checks each CUDA kernel against the CPU, one training step of each model on the GPU against\n"
     "the CPU, NCCL collectives (world 1), and an all_reduce between 2 ranks (child processes)\n"
     "over each backend: ring staged, ring IPC, NCCL; prints a pass/fail table.\n"
-    "Exit code: 0 all passed, 1 a check failed, 2 no CUDA device.\n";
+    "Exit code: 0 all passed, 1 a check failed, 2 no CUDA device or bad flags.";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The checks on dev, then the table; returns how many failed.
+int run_checks(engine::Device dev) {
   using namespace engine;
-  std::string device = "cuda:0";
-  if (argc == 6 && std::string(argv[1]) == "--child")  // a rank of the two-rank checks
-    return selftest::run_child(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5]);
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--device" && i + 1 < argc) {
-      device = argv[++i];
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "gpu_selftest: unknown argument '%s'\n%s", a.c_str(), kUsage);
-      return 3;
-    }
-  }
-  Device dev;
-  try {
-    dev = Device::parse(device);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpu_selftest: %s\n", e.what());
-    return 3;
-  }
-  if (!dev.is_cuda()) {
-    std::fprintf(stderr, "gpu_selftest: --device must be a CUDA device, got %s\n", device.c_str());
-    return 3;
-  }
-  if (const std::string why = cuda_device_problem(dev.index); !why.empty()) {
-    std::fprintf(stderr, "gpu_selftest: cannot run: %s\n", why.c_str());
-    return 2;
-  }
-
   std::printf("gpu_selftest on %s: every result compared with the CPU's\n\n", dev.str().c_str());
   std::vector<selftest::CheckResult> all;
   for (auto* run :
@@ -65,11 +32,8 @@ int main(int argc, char** argv) {
     std::vector<selftest::CheckResult> part = (*run)(dev);
     all.insert(all.end(), part.begin(), part.end());
   }
-  {
-    std::vector<selftest::CheckResult> part =
-        selftest::run_multi_rank_checks(dev, "/proc/self/exe");
-    all.insert(all.end(), part.begin(), part.end());
-  }
+  std::vector<selftest::CheckResult> part = selftest::run_multi_rank_checks(dev, "/proc/self/exe");
+  all.insert(all.end(), part.begin(), part.end());
   std::printf("%-6s %-42s %-6s %12s %10s  %s\n", "group", "check", "result", "rel error",
               "tolerance", "detail");
   int failed = 0;
@@ -79,5 +43,30 @@ int main(int argc, char** argv) {
                 r.passed ? "pass" : "FAIL", r.error, r.tolerance, r.detail.c_str());
   }
   std::printf("\n%zu checks, %d failed\n", all.size(), failed);
-  return failed ? 1 : 0;
+  return failed;
+}
+
+int run(int argc, char** argv) {
+  using namespace engine;
+  if (argc == 6 && std::string(argv[1]) == "--child")  // a rank of the two-rank checks
+    return selftest::run_child(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5]);
+  std::string device = "cuda:0";
+  apps::Flags flags(kUsage);
+  flags.add("device", &device, "the CUDA device to check");
+  if (!flags.parse(argc, argv)) return 0;
+  ENGINE_USAGE_CHECK(flags.rest().empty(), "unexpected argument '", flags.rest()[0], "'");
+  Device dev;
+  apps::as_usage_error([&] { dev = Device::parse(device); });
+  ENGINE_USAGE_CHECK(dev.is_cuda(), "--device must be a CUDA device, got ", device);
+  if (const std::string why = cuda_device_problem(dev.index); !why.empty()) {
+    std::fprintf(stderr, "gpu_selftest: cannot run: %s\n", why.c_str());
+    return 2;  // the documented "no CUDA device" status
+  }
+  return run_checks(dev) > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return engine::apps::run_program("gpu_selftest", argc, argv, run);
 }

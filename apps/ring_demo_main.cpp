@@ -3,11 +3,10 @@
 // This file parses flags, prints and picks the exit code; apps/ring_demo/ does the work.
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 #include <vector>
 
-#include "apps/flags.h"
+#include "apps/program.h"
 #include "apps/ring_demo/compare.h"
 #include "apps/ring_demo/draw.h"
 #include "apps/ring_demo/report.h"
@@ -31,8 +30,8 @@ const char kUsage[] =
     "all ranks. All-gather, W-1 more steps: the completed chunks travel once round the ring. Each\n"
     "rank sends 2(W-1)/W of its buffer in all, whatever W is: the least any all-reduce can send.\n"
     "\n"
-    "Exit status: 0 when every rank's result equals the direct computation, 1 when not, 2 for\n"
-    "bad flags or a failed run.\n"
+    "Exit status: 0 when every rank's result equals the direct computation, 1 when not or when\n"
+    "the run failed, 2 for bad flags.\n"
     "\n"
     "examples: ring_demo --world-size 4 --count 8\n"
     "          ring_demo --world-size 3 --count 7 --op max --svg ring.svg --html ring.html\n"
@@ -44,8 +43,8 @@ std::vector<float> parse_values(const std::string& text) {
   for (const std::string& item : engine::apps::split_commas(text)) {
     char* end = nullptr;
     const float v = std::strtof(item.c_str(), &end);
-    ENGINE_CHECK(!item.empty() && end && *end == 0, "--values: '", item,
-                 "' is not a number (want a comma-separated list, e.g. 1,2,3)");
+    ENGINE_USAGE_CHECK(!item.empty() && end && *end == 0, "--values: '", item,
+                       "' is not a number (want a comma-separated list, e.g. 1,2,3)");
     out.push_back(v);
   }
   return out;
@@ -73,35 +72,37 @@ int run(int argc, char** argv) {
   flags.add("alpha-us", &alpha_us, "--compare: latency of one message, microseconds");
   flags.add("beta-gbs", &beta_gbs, "--compare: link bandwidth, GB/s");
   if (!flags.parse(argc, argv)) return 0;
+  ENGINE_USAGE_CHECK(flags.rest().empty(), "unexpected argument '", flags.rest()[0], "'");
 
   if (compare) {
     ring_demo::CompareModel m;
     m.bytes = flags.given("count") ? 4.0 * static_cast<double>(count) : bytes;
     m.alpha_s = alpha_us * 1e-6;
     m.beta_Bps = beta_gbs * 1e9;
-    ENGINE_CHECK(m.bytes > 0 && m.alpha_s >= 0 && m.beta_Bps > 0,
-                 "--compare wants --bytes > 0, --alpha-us >= 0 and --beta-gbs > 0");
+    ENGINE_USAGE_CHECK(m.bytes > 0 && m.alpha_s >= 0 && m.beta_Bps > 0,
+                       "--compare wants --bytes > 0, --alpha-us >= 0 and --beta-gbs > 0");
     std::fputs(ring_demo::compare_table(m).c_str(), stdout);
     return 0;
   }
 
   ring_demo::Config cfg;
-  ENGINE_CHECK(world >= 1 && world <= ring_demo::kMaxWorld, "--world-size must be 1..",
-               ring_demo::kMaxWorld, ", got ", world);
-  ENGINE_CHECK(count >= 0, "--count must be >= 0, got ", count);
-  ENGINE_CHECK(segment >= 0, "--segment must be >= 0, got ", segment);
+  ENGINE_USAGE_CHECK(world >= 1 && world <= ring_demo::kMaxWorld, "--world-size must be 1..",
+                     ring_demo::kMaxWorld, ", got ", world);
+  ENGINE_USAGE_CHECK(count >= 0, "--count must be >= 0, got ", count);
+  ENGINE_USAGE_CHECK(segment >= 0, "--segment must be >= 0, got ", segment);
   cfg.world = static_cast<int>(world);
   cfg.op = comm::reduce_op_from_name(op);
   cfg.segment = static_cast<size_t>(segment);
   if (!values.empty()) {
     cfg.values = parse_values(values);
     if (!flags.given("count")) {
-      ENGINE_CHECK(cfg.values.size() % cfg.world == 0, "--values: ", cfg.values.size(),
-                   " numbers do not split evenly over ", cfg.world, " ranks");
+      ENGINE_USAGE_CHECK(cfg.values.size() % cfg.world == 0, "--values: ", cfg.values.size(),
+                         " numbers do not split evenly over ", cfg.world, " ranks");
       count = static_cast<int64_t>(cfg.values.size()) / cfg.world;
     }
   }
   cfg.count = static_cast<size_t>(count);
+  apps::as_usage_error([&] { ring_demo::check_config(cfg); });
 
   const ring_demo::DemoRun demo = ring_demo::run_demo(cfg);
   bool ok = false;
@@ -120,11 +121,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "ring_demo: %s\n", e.what());
-    return 2;
-  }
+  return engine::apps::run_program("ring_demo", argc, argv, run);
 }

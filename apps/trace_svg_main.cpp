@@ -2,10 +2,9 @@
 // timeline (a lane per rank and thread) and print how much allreduce time overlaps backward.
 // This file parses flags, prints and picks the exit code; apps/trace_svg/ does the work.
 #include <cstdio>
-#include <exception>
 #include <string>
 
-#include "apps/flags.h"
+#include "apps/program.h"
 #include "apps/trace_svg/overlap.h"
 #include "apps/trace_svg/render.h"
 #include "apps/trace_svg/timeline.h"
@@ -24,7 +23,7 @@ const char kUsage[] =
     "ran: with --sync bucketed the comm thread reduces buckets during backward; with --sync\n"
     "allreduce all of it comes after.\n"
     "\n"
-    "Exit status: 0 when the picture was written, 1 for a bad trace or flags.\n"
+    "Exit status: 0 when the picture was written, 1 for a bad trace, 2 for bad flags.\n"
     "\n"
     "example: launch --nproc-per-node 2 -- train --model simplecnn --steps 8 --trace t.json\n"
     "         trace_svg --in t.json --out t.svg --steps 4:5";
@@ -40,8 +39,8 @@ void parse_steps(const std::string& text, int64_t* first, int64_t* last) {
   *last = colon == std::string::npos
               ? *first
               : engine::apps::Flags::parse_int("steps", text.substr(colon + 1));
-  ENGINE_CHECK(*first >= 0 && *first <= *last, "--steps: '", text,
-               "' wants A:B with 0 <= A <= B, or all");
+  ENGINE_USAGE_CHECK(*first >= 0 && *first <= *last, "--steps: '", text,
+                     "' wants A:B with 0 <= A <= B, or all");
 }
 
 int run(int argc, char** argv) {
@@ -54,8 +53,10 @@ int run(int argc, char** argv) {
   flags.add("steps", &steps, "A:B draws rank 0's steps A to B (0-based); all draws everything");
   flags.add("title", &title, "the picture's title [default: the trace's file name]");
   flags.add("width", &width, "picture width in pixels (400 or more)");
+  flags.require("in");
+  flags.require("out");
   if (!flags.parse(argc, argv)) return 0;
-  ENGINE_CHECK(!in.empty() && !out.empty(), "--in and --out are required (see --help)");
+  ENGINE_USAGE_CHECK(flags.rest().empty(), "unexpected argument '", flags.rest()[0], "'");
   int64_t first = 0, last = 0;
   parse_steps(steps, &first, &last);
 
@@ -86,11 +87,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "trace_svg: %s\n", e.what());
-    return 1;
-  }
+  return engine::apps::run_program("trace_svg", argc, argv, run);
 }

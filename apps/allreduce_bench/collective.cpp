@@ -13,26 +13,29 @@
 
 namespace engine::allreduce_bench {
 
+namespace {
+
+struct CollectiveName {
+  Collective c;
+  const char* name;
+};
+constexpr CollectiveName kNames[] = {{Collective::kAllReduce, "all_reduce"},
+                                     {Collective::kBroadcast, "broadcast"},
+                                     {Collective::kReduce, "reduce"},
+                                     {Collective::kAllGather, "all_gather"},
+                                     {Collective::kReduceScatter, "reduce_scatter"}};
+
+}  // namespace
+
 const char* collective_name(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce:
-      return "all_reduce";
-    case Collective::kBroadcast:
-      return "broadcast";
-    case Collective::kReduce:
-      return "reduce";
-    case Collective::kAllGather:
-      return "all_gather";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-  }
+  for (const CollectiveName& n : kNames)
+    if (n.c == c) return n.name;
   return "?";
 }
 
 Collective collective_from_name(const std::string& s) {
-  for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
-                       Collective::kAllGather, Collective::kReduceScatter})
-    if (s == collective_name(c)) return c;
+  for (const CollectiveName& n : kNames)
+    if (s == n.name) return n.c;
   ENGINE_FAIL("unknown collective '", s,
               "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter or all)");
 }

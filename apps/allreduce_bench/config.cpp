@@ -24,7 +24,7 @@ std::vector<int64_t> Config::sizes() const {
 }
 
 int64_t parse_bytes(const std::string& flag, const std::string& value) {
-  ENGINE_CHECK(!value.empty(), "--", flag, " needs a size");
+  ENGINE_USAGE_CHECK(!value.empty(), "--", flag, " needs a size");
   int64_t mult = 1;
   std::string digits = value;
   switch (value.back()) {
@@ -45,7 +45,7 @@ int64_t parse_bytes(const std::string& flag, const std::string& value) {
   }
   if (mult > 1) digits.pop_back();
   const int64_t n = apps::Flags::parse_int(flag, digits);
-  ENGINE_CHECK(n >= 0, "--", flag, ": '", value, "' is negative");
+  ENGINE_USAGE_CHECK(n >= 0, "--", flag, ": '", value, "' is negative");
   return n * mult;
 }
 
@@ -84,23 +84,23 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
                "--device cuda --backend ring: staged through pinned host memory, or all_reduce "
                "on the CUDA IPC ring (GPUs of one host)");
   if (!f.parse(argc, argv)) return false;
-  ENGINE_CHECK(f.rest().empty(), "unexpected arguments after --");
-  ENGINE_CHECK(cfg->cuda() || !cfg->nccl(), "--backend nccl needs --device cuda");
-  ENGINE_CHECK(!f.given("ring-transport") || (cfg->cuda() && !cfg->nccl()),
-               "--ring-transport applies to --device cuda --backend ring only");
+  ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected arguments after --");
+  ENGINE_USAGE_CHECK(cfg->cuda() || !cfg->nccl(), "--backend nccl needs --device cuda");
+  ENGINE_USAGE_CHECK(!f.given("ring-transport") || (cfg->cuda() && !cfg->nccl()),
+                     "--ring-transport applies to --device cuda --backend ring only");
 
-  ENGINE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");
+  ENGINE_USAGE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");
   cfg->world_size = static_cast<int>(world);
   cfg->init_method = init;
   cfg->transport = comm::transport_kind_from_name(transport);
   cfg->min_bytes = parse_bytes("min-bytes", min_b);
   cfg->max_bytes = parse_bytes("max-bytes", max_b);
-  ENGINE_CHECK(cfg->min_bytes >= 1 && cfg->min_bytes <= cfg->max_bytes,
-               "need 1 <= --min-bytes <= --max-bytes");
-  ENGINE_CHECK(cfg->step_factor > 1.0, "--step-factor must be above 1");
-  ENGINE_CHECK(cfg->iters >= 0 && cfg->warmup >= 0, "--iters and --warmup must be >= 0");
-  ENGINE_CHECK(cfg->timeout_s > 0, "--timeout must be positive");
-  ENGINE_CHECK(check == 0 || check == 1, "--check is 0 or 1");
+  ENGINE_USAGE_CHECK(cfg->min_bytes >= 1 && cfg->min_bytes <= cfg->max_bytes,
+                     "need 1 <= --min-bytes <= --max-bytes");
+  ENGINE_USAGE_CHECK(cfg->step_factor > 1.0, "--step-factor must be above 1");
+  ENGINE_USAGE_CHECK(cfg->iters >= 0 && cfg->warmup >= 0, "--iters and --warmup must be >= 0");
+  ENGINE_USAGE_CHECK(cfg->timeout_s > 0, "--timeout must be positive");
+  ENGINE_USAGE_CHECK(check == 0 || check == 1, "--check is 0 or 1");
   cfg->check = check == 1;
   cfg->op = comm::reduce_op_from_name(op);
   if (coll == "all")

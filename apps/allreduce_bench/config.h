@@ -40,8 +40,8 @@ struct Config {
   std::vector<int64_t> sizes() const;  // min_bytes, * step_factor, ..., <= max_bytes
 };
 
-// Parses argv into *cfg; returns false when --help was printed. Throws engine::Error on a bad
-// flag or value.
+// Parses argv into *cfg; returns false when --help was printed. Throws apps::UsageError on a bad
+// flag, value or combination of flags.
 bool parse_flags(int argc, char** argv, Config* cfg);
 
 // "8", "4K", "64M", "1G" (powers of 1024) -> bytes.

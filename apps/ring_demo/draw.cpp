@@ -242,7 +242,7 @@ std::string reading_guide(const Layout& L) {
 std::string heading(const DemoRun& run) {
   const Config& c = run.cfg;
   return str("Ring all-reduce of %zu float32 over %d rank%s (op %s)", c.count, c.world,
-             c.world == 1 ? "" : "s", op_name(c.op));
+             c.world == 1 ? "" : "s", op_words(c.op).name);
 }
 
 }  // namespace

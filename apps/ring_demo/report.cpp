@@ -32,35 +32,6 @@ std::string range(Range r) {
   return str("[%zu,%zu)", r.begin, r.end);
 }
 
-// What a reduce-scatter receive does with the arriving chunk.
-const char* combine_verb(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::MAX:
-      return "keeps the max";
-    case ReduceOp::MIN:
-      return "keeps the min";
-    case ReduceOp::PROD:
-      return "multiplies";
-    default:
-      return "adds";
-  }
-}
-
-const char* op_formula(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::AVG:
-      return "the mean over ranks of rank r's element i";
-    case ReduceOp::MAX:
-      return "the max over ranks of rank r's element i";
-    case ReduceOp::MIN:
-      return "the min over ranks of rank r's element i";
-    case ReduceOp::PROD:
-      return "the product over ranks of rank r's element i";
-    default:
-      return "the sum over ranks of rank r's element i";
-  }
-}
-
 }  // namespace
 
 std::string format_value(float v) {
@@ -88,7 +59,7 @@ std::string describe_intro(const DemoRun& run) {
       "Ring all-reduce: %d rank%s (threads over the in-memory transport), %zu float32 per rank, "
       "op %s.\nThis is comm/'s real all_reduce, the code training uses; an observer hook in the "
       "ring reports\nevery step of every rank.\n\n",
-      W, W == 1 ? "" : "s", c.count, op_name(c.op));
+      W, W == 1 ? "" : "s", c.count, op_words(c.op).name);
   s += W == 1 ? std::string("The buffer is one chunk:\n ")
               : str("Each rank cuts its buffer into %d chunks (sizes differ by at most one "
                     "element):\n ",
@@ -126,7 +97,7 @@ std::string describe_phase(const DemoRun& run, size_t frame) {
         "Phase 1: reduce-scatter, %d step%s. At step s rank r sends chunk (r-s) to the right and\n"
         "%s the chunk (r-s-1) arriving from the left into its own copy of it. Afterwards\n"
         "rank r holds chunk (r+1) mod %d reduced over all ranks.\n\n",
-        W - 1, W == 2 ? "" : "s", combine_verb(run.cfg.op), W);
+        W - 1, W == 2 ? "" : "s", op_words(run.cfg.op).verb, W);
   if (frame == static_cast<size_t>(W)) {
     std::string s = str(
         "Phase 2: all-gather, %d step%s. At step s rank r sends chunk (r+1-s): first the chunk it\n"
@@ -165,14 +136,14 @@ std::string describe_frame(const DemoRun& run, size_t frame) {
       s += str("  rank %-2d sends c%d %s -> rank %d; gets c%d %s from rank %d, ", m.rank,
                m.send_chunk, values(m.sent_values).c_str(), m.to, m.recv_chunk,
                values(m.recv_values).c_str(), m.from);
-      s += rs ? str("%s: c%d = %s\n", combine_verb(run.cfg.op), m.recv_chunk,
+      s += rs ? str("%s: c%d = %s\n", op_words(run.cfg.op).verb, m.recv_chunk,
                     values(m.result_values).c_str())
               : std::string("stores it\n");
       s += str("          %s\n", format_buffer(f.buffers[m.rank], run.chunks).c_str());
     } else {
       s += str("  rank %-2d sends c%d %s -> rank %d; gets c%d %s from rank %d, %s\n", m.rank,
                m.send_chunk, range(m.sent).c_str(), m.to, m.recv_chunk, range(m.received).c_str(),
-               m.from, rs ? combine_verb(run.cfg.op) : "stores it");
+               m.from, rs ? op_words(run.cfg.op).verb : "stores it");
     }
   }
   return s + "\n";
@@ -183,7 +154,9 @@ std::string describe_result(const DemoRun& run, bool* ok) {
   const int W = c.world;
   bool all = true;
   std::string s =
-      str("Result, checked against the direct computation (element i = %s):\n", op_formula(c.op));
+      str("Result, checked against the direct computation (element i = the %s over ranks of rank "
+          "r's element i):\n",
+          op_words(c.op).noun);
   for (int r = 0; r < W; ++r) {
     size_t bad = 0, first_bad = 0;
     for (size_t i = 0; i < c.count; ++i)

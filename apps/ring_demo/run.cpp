@@ -106,18 +106,6 @@ void put(std::vector<float>& v, Range r, const std::vector<float>& vals) {
   std::copy(vals.begin(), vals.end(), v.begin() + r.begin);
 }
 
-void check_config(const Config& c) {
-  ENGINE_CHECK(c.world >= 1 && c.world <= kMaxWorld, "--world-size must be 1..", kMaxWorld,
-               ", got ", c.world);
-  ENGINE_CHECK(c.count <= (size_t{1} << 26) / c.world, "--count ", c.count, " x ", c.world,
-               " ranks is more than this demo holds (", (size_t{1} << 26), " elements in all)");
-  ENGINE_CHECK(c.segment == 0 || c.segment >= 2,
-               "--segment must be at least 2 elements (the communicator's minimum is 8 bytes)");
-  ENGINE_CHECK(c.values.empty() || c.values.size() == c.count * c.world, "--values: want ",
-               c.count * c.world, " numbers (", c.world, " ranks x ", c.count, "), got ",
-               c.values.size());
-}
-
 // Runs all_reduce on every rank's thread; rethrows the first failure.
 void run_ranks(const Config& cfg, std::vector<std::vector<float>>& bufs, Recorder& rec,
                size_t segment_bytes) {
@@ -145,19 +133,29 @@ void run_ranks(const Config& cfg, std::vector<std::vector<float>>& bufs, Recorde
 
 }  // namespace
 
-const char* op_name(comm::ReduceOp op) {
-  switch (op) {
-    case comm::ReduceOp::AVG:
-      return "avg";
-    case comm::ReduceOp::MAX:
-      return "max";
-    case comm::ReduceOp::MIN:
-      return "min";
-    case comm::ReduceOp::PROD:
-      return "prod";
-    default:
-      return "sum";
-  }
+void check_config(const Config& c) {
+  ENGINE_CHECK(c.world >= 1 && c.world <= kMaxWorld, "--world-size must be 1..", kMaxWorld,
+               ", got ", c.world);
+  ENGINE_CHECK(c.count <= (size_t{1} << 26) / c.world, "--count ", c.count, " x ", c.world,
+               " ranks is more than this demo holds (", (size_t{1} << 26), " elements in all)");
+  ENGINE_CHECK(c.segment == 0 || c.segment >= 2,
+               "--segment must be at least 2 elements (the communicator's minimum is 8 bytes)");
+  ENGINE_CHECK(c.values.empty() || c.values.size() == c.count * c.world, "--values: want ",
+               c.count * c.world, " numbers (", c.world, " ranks x ", c.count, "), got ",
+               c.values.size());
+}
+
+const OpWords& op_words(comm::ReduceOp op) {
+  static const OpWords kWords[] = {
+      {comm::ReduceOp::SUM, "sum", "adds", "sum"},
+      {comm::ReduceOp::AVG, "avg", "adds", "mean"},
+      {comm::ReduceOp::MAX, "max", "keeps the max", "max"},
+      {comm::ReduceOp::MIN, "min", "keeps the min", "min"},
+      {comm::ReduceOp::PROD, "prod", "multiplies", "product"},
+  };
+  for (const OpWords& w : kWords)
+    if (w.op == op) return w;
+  return kWords[0];
 }
 
 std::vector<float> direct_reduce(const std::vector<std::vector<float>>& inputs, comm::ReduceOp op) {

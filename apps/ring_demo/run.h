@@ -55,8 +55,18 @@ struct DemoRun {
   bool frames_match_final = true;  // the frames' last buffers equal the real final buffers
 };
 
-// "sum", "avg", ...: the op as the --op flag spells it.
-const char* op_name(comm::ReduceOp op);
+// How the demo words an op: as --op spells it ("avg"), what a reduce-scatter receive does with
+// the arriving chunk ("adds"), and what element i of the result is over the ranks ("mean").
+struct OpWords {
+  comm::ReduceOp op;
+  const char* name;
+  const char* verb;
+  const char* noun;
+};
+const OpWords& op_words(comm::ReduceOp op);
+
+// Throws engine::Error naming the flag when cfg is out of the demo's range.
+void check_config(const Config& cfg);
 
 // Runs the collective; throws engine::Error for a bad configuration or a failed collective.
 DemoRun run_demo(const Config& cfg);

@@ -139,58 +139,67 @@ std::vector<std::pair<int, double>> step_starts(const Timeline& t, const Window&
   return out;
 }
 
-}  // namespace
-
-std::string render_timeline_svg(const Timeline& t, const Window& w, const RenderOptions& o) {
-  const double width = std::max(o.width, 400.0);
-  const Scale sx{w.start_us, std::max(w.end_us, w.start_us + 1), kLeft, width - kRight};
-
-  // Lanes first: their heights decide the picture's.
-  std::string lanes_svg, names_svg;
-  std::set<std::string> cats;
-  bool waits = false, shaded = false;
-  // Each rank's backward spans, shaded behind its lanes that do not run backward (the comm
-  // thread's): an allreduce box on shade is an allreduce hidden behind backward.
+// Each rank's backward spans: shaded behind its lanes that do not run backward (the comm
+// thread's), so that an allreduce box on shade is an allreduce hidden behind backward.
+std::map<int64_t, std::vector<std::pair<double, double>>> backward_spans(const Timeline& t,
+                                                                         const Window& w) {
   std::map<int64_t, std::vector<std::pair<double, double>>> backward;
   for (const Lane& lane : t.lanes) {
     int rows = 0;
     for (const Event& e : events_in(lane, w, &rows))
       if (is_backward(e)) backward[lane.pid].push_back({e.start_us, e.end_us});
   }
+  return backward;
+}
+
+// The lanes drawn from y = top down: their backgrounds, shades and boxes, their names, and what
+// the legend must explain.
+struct Lanes {
+  std::string boxes, names;
+  std::set<std::string> cats;
+  bool waits = false, shaded = false;
   size_t n_events = 0;
-  double y = 74 + 16.0 * static_cast<double>(o.notes.size()) + 18;  // below title, notes, steps
-  const double lanes_top = y;
+  double bottom = 0;
+};
+
+Lanes draw_lanes(const Timeline& t, const Window& w, const Scale& sx, double width, double top) {
+  Lanes out;
+  const auto backward = backward_spans(t, w);
+  double y = top;
   for (size_t i = 0; i < t.lanes.size(); ++i) {
     const Lane& lane = t.lanes[i];
     if (i > 0) y += lane.pid != t.lanes[i - 1].pid ? 14 : 4;
     int rows = 0;
     const std::vector<Event> evs = events_in(lane, w, &rows);
     const double h = std::max(rows, 1) * kRow + 2 * kPad;
-    lanes_svg += fmt("<rect x=\"%g\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
+    out.boxes += fmt("<rect x=\"%g\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
                      kLeft, y, width - kRight - kLeft, h, lane.pid % 2 ? "#f6f3ee" : "#f1f4f7");
-    names_svg +=
+    out.names +=
         fmt("<text x=\"%g\" y=\"%.1f\" font-size=\"%g\" font-weight=\"bold\" "
             "text-anchor=\"end\" fill=\"#333\">%s</text>\n",
             kLeft - 10, y + kPad + kRow - 5, kFont, xml_escape(lane.name).c_str());
-    if (!has_backward(evs))
-      for (auto [b, e] : backward[lane.pid]) {
-        lanes_svg +=
+    if (auto spans = backward.find(lane.pid); spans != backward.end() && !has_backward(evs))
+      for (auto [b, e] : spans->second) {
+        out.boxes +=
             fmt("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
                 "fill=\"%s\"/>\n",
                 sx(b), y, sx(e) - sx(b), h, kBackwardShade);
-        shaded = true;
+        out.shaded = true;
       }
-    lanes_svg += lane_boxes(evs, y, sx, w.start_us);
+    out.boxes += lane_boxes(evs, y, sx, w.start_us);
     for (const Event& e : evs) {
-      cats.insert(e.category);
-      waits = waits || is_wait(e);
+      out.cats.insert(e.category);
+      out.waits = out.waits || is_wait(e);
     }
-    n_events += evs.size();
+    out.n_events += evs.size();
     y += h;
   }
-  ENGINE_CHECK(n_events > 0, "no events in ", w.label);
-  const double lanes_bottom = y;
+  out.bottom = y;
+  return out;
+}
 
+// The pattern of waits, the background, the title, the window's line and the notes.
+std::string heading(const Window& w, const RenderOptions& o, size_t n_events) {
   std::string s;
   s += "<defs><pattern id=\"wait\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
        "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f9d3d3\"/>"
@@ -205,10 +214,15 @@ std::string render_timeline_svg(const Timeline& t, const Window& w, const Render
   for (size_t i = 0; i < o.notes.size(); ++i)
     s += fmt("<text x=\"%g\" y=\"%.1f\" font-size=\"%g\" fill=\"#333\">%s</text>\n", kLeft - 110,
              74 + 16.0 * static_cast<double>(i), kFont, xml_escape(o.notes[i]).c_str());
+  return s;
+}
 
-  // Grid and axis in ms from the window's start.
+// Grid lines (ticks, and rank 0's step boundaries: dashed over every lane, numbered above) and
+// the time axis in ms from the window's start, at y = axis_y.
+std::pair<std::string, std::string> grid_and_axis(const Timeline& t, const Window& w,
+                                                  const Scale& sx, double width, double lanes_top,
+                                                  double axis_y) {
   const double span_ms = (w.end_us - w.start_us) / 1e3;
-  const double axis_y = lanes_bottom + 8;
   std::string grid, axis;
   for (double v : nice_ticks(0, span_ms, 10)) {
     const double x = sx(w.start_us + v * 1e3);
@@ -226,7 +240,6 @@ std::string render_timeline_svg(const Timeline& t, const Window& w, const Render
       fmt("<text x=\"%g\" y=\"%.1f\" font-size=\"%g\" text-anchor=\"middle\" fill=\"#333\">"
           "time (ms) from the start of %s</text>\n",
           (kLeft + width - kRight) / 2, axis_y + 36, kFont, xml_escape(w.label).c_str());
-  // Step boundaries of rank 0: dashed lines over every lane, numbered above.
   for (auto [n, us] : step_starts(t, w)) {
     const double x = sx(us);
     grid +=
@@ -235,11 +248,14 @@ std::string render_timeline_svg(const Timeline& t, const Window& w, const Render
             "fill=\"#444\">step %d</text>\n",
             x, lanes_top - 14, x, axis_y, x + 3, lanes_top - 4, n);
   }
-  s += grid + lanes_svg + names_svg + axis;
+  return {grid, axis};
+}
 
-  // Legend, wrapping to more rows when wide.
-  double lx = kLeft, ly = axis_y + 58;
-  for (const LegendItem& it : legend_items(cats, waits, shaded)) {
+// The legend from y = top, wrapping to more rows when wide; *bottom is its last row's baseline.
+std::string legend(const Lanes& lanes, double width, double top, double* bottom) {
+  std::string s;
+  double lx = kLeft, ly = top;
+  for (const LegendItem& it : legend_items(lanes.cats, lanes.waits, lanes.shaded)) {
     const double iw = 14 + 6 + text_width(it.text, kFont) + 22;
     if (lx + iw > width - kRight && lx > kLeft) {
       lx = kLeft;
@@ -251,12 +267,29 @@ std::string render_timeline_svg(const Timeline& t, const Window& w, const Render
             lx, ly - 11, it.fill.c_str(), lx + 20, ly, kFont, xml_escape(it.text).c_str());
     lx += iw;
   }
-  const double height = ly + 18;
+  *bottom = ly;
+  return s;
+}
+
+}  // namespace
+
+std::string render_timeline_svg(const Timeline& t, const Window& w, const RenderOptions& o) {
+  const double width = std::max(o.width, 400.0);
+  const Scale sx{w.start_us, std::max(w.end_us, w.start_us + 1), kLeft, width - kRight};
+  // Lanes first: their heights decide the picture's. They start below title, notes and steps.
+  const double lanes_top = 74 + 16.0 * static_cast<double>(o.notes.size()) + 18;
+  const Lanes lanes = draw_lanes(t, w, sx, width, lanes_top);
+  ENGINE_CHECK(lanes.n_events > 0, "no events in ", w.label);
+  const double axis_y = lanes.bottom + 8;
+  const auto [grid, axis] = grid_and_axis(t, w, sx, width, lanes_top, axis_y);
+  double legend_bottom = 0;
+  const std::string key = legend(lanes, width, axis_y + 58, &legend_bottom);
+  const double height = legend_bottom + 18;
   return fmt("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
              "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%g\" "
              "height=\"%.0f\" viewBox=\"0 0 %g %.0f\" font-family=\"%s\">\n",
              width, height, width, height, kFamily) +
-         s + "</svg>\n";
+         heading(w, o, lanes.n_events) + grid + lanes.boxes + lanes.names + axis + key + "</svg>\n";
 }
 
 }  // namespace engine::trace_svg

@@ -1,5 +1,5 @@
-// tests/apps/test_plot.cpp: the training plot of apps/train/plot: well-formed SVG (checked by the
-// XML parser of test_ring_demo.cpp) for typical, long, empty and odd inputs; nice axis ticks.
+// tests/apps/test_plot.cpp: the training plot of apps/train/plot: well-formed SVG (libxml2,
+// tests/apps/xml_check.h) for typical, long, empty and odd inputs; nice axis ticks.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,29 +12,21 @@
 #include <string>
 #include <vector>
 
+#include "apps/train/plot.h"
 #include "core/error.h"
-
-// apps/ is no library: compile the plot writer into this test binary.
-#include "apps/train/plot.cpp"
-
-namespace ring_demo_test {
-bool xml_well_formed(const std::string& s, std::string* error, std::string* root,
-                     std::map<std::string, int>* counts);
-}  // namespace ring_demo_test
+#include "tests/apps/xml_check.h"
 
 namespace {
 
 using engine::apps::nice_ticks;
 using engine::apps::training_plot_svg;
-using ring_demo_test::xml_well_formed;
 
 std::map<std::string, int> expect_well_formed(const std::string& svg) {
-  std::string err, root;
-  std::map<std::string, int> n;
-  EXPECT_TRUE(xml_well_formed(svg, &err, &root, &n)) << err << "\n" << svg.substr(0, 2000);
-  EXPECT_EQ(root, "svg");
+  const engine::testing::XmlCheck x = engine::testing::check_xml(svg);
+  EXPECT_TRUE(x.ok) << x.error << "\n" << svg.substr(0, 2000);
+  EXPECT_EQ(x.root, "svg");
   EXPECT_NE(svg.find("xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
-  return n;
+  return x.counts;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // tests/apps/test_ring_demo.cpp: the built `ring_demo` end to end: its printed final buffers equal
 // the direct computation for W = 1..8 and awkward counts, every op; its steps are deterministic;
-// its SVG and HTML are well-formed (checked by the small XML parser below, also used by
-// test_plot.cpp); --compare prints a row per world size.
+// its SVG and HTML are well-formed (libxml2, tests/apps/xml_check.h); --compare prints a row per
+// world size; bad flags exit 2.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,149 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/apps/xml_check.h"
+
 namespace ring_demo_test {
 
-// Checks that text is well-formed XML: one root element, tags nested and closed, attributes quoted
-// and unique, entities known, no '<' or stray '&' in text. Fills the root's name and how many
-// elements of each name there are, and of each name.class ("div.frame"). Used by test_plot.cpp.
-bool xml_well_formed(const std::string& s, std::string* error, std::string* root,
-                     std::map<std::string, int>* counts) {
-  size_t i = 0;
-  const size_t n = s.size();
-  std::vector<std::string> stack;
-  bool seen_root = false;
-  auto fail = [&](const std::string& what) {
-    if (error) *error = what + " at offset " + std::to_string(i);
-    return false;
-  };
-  auto starts = [&](const char* p) { return s.compare(i, std::strlen(p), p) == 0; };
-  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
-  auto skip_space = [&] {
-    while (i < n && is_space(s[i])) ++i;
-  };
-  auto name_char = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' ||
-           c == '.';
-  };
-  auto name = [&] {
-    const size_t b = i;
-    while (i < n && name_char(s[i])) ++i;
-    return s.substr(b, i - b);
-  };
-  // At '&': a known entity or a character reference.
-  auto entity = [&]() -> bool {
-    const size_t semi = s.find(';', i);
-    if (semi == std::string::npos || semi - i > 10) return false;
-    const std::string e = s.substr(i + 1, semi - i - 1);
-    bool ok = e == "amp" || e == "lt" || e == "gt" || e == "quot" || e == "apos";
-    if (!ok && e.size() > 1 && e[0] == '#') {
-      ok = e[1] == 'x' ? e.size() > 2 &&
-                             e.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos
-                       : e.find_first_not_of("0123456789", 1) == std::string::npos;
-    }
-    i = semi + 1;
-    return ok;
-  };
-  auto skip_past = [&](const char* end) {
-    const size_t e = s.find(end, i);
-    if (e == std::string::npos) return false;
-    i = e + std::strlen(end);
-    return true;
-  };
-  while (i < n) {
-    if (s[i] != '<') {
-      if (stack.empty() && !is_space(s[i])) return fail("text outside the root element");
-      if (s[i] == '&') {
-        if (!entity()) return fail("bad entity");
-      } else {
-        ++i;
-      }
-      continue;
-    }
-    if (starts("<?")) {
-      if (!skip_past("?>")) return fail("unterminated <?");
-      continue;
-    }
-    if (starts("<!--")) {
-      if (!skip_past("-->")) return fail("unterminated comment");
-      continue;
-    }
-    if (starts("<![CDATA[")) {
-      if (stack.empty()) return fail("CDATA outside the root");
-      if (!skip_past("]]>")) return fail("unterminated CDATA");
-      continue;
-    }
-    if (starts("<!DOCTYPE")) {
-      if (seen_root) return fail("DOCTYPE after the root");
-      if (!skip_past(">")) return fail("unterminated DOCTYPE");
-      continue;
-    }
-    if (starts("</")) {
-      i += 2;
-      const std::string tag = name();
-      skip_space();
-      if (i >= n || s[i] != '>') return fail("bad end tag </" + tag);
-      ++i;
-      if (stack.empty() || stack.back() != tag)
-        return fail("</" + tag + "> closes <" + (stack.empty() ? "" : stack.back()) + ">");
-      stack.pop_back();
-      continue;
-    }
-    ++i;
-    const std::string tag = name();
-    if (tag.empty()) return fail("'<' not starting a tag");
-    if (stack.empty()) {
-      if (seen_root) return fail("a second root element <" + tag + ">");
-      seen_root = true;
-      if (root) *root = tag;
-    }
-    if (counts) ++(*counts)[tag];
-    std::set<std::string> attrs;
-    for (;;) {
-      const bool spaced = i < n && is_space(s[i]);
-      skip_space();
-      if (i >= n) return fail("unterminated <" + tag);
-      if (starts("/>")) {
-        i += 2;
-        break;
-      }
-      if (s[i] == '>') {
-        ++i;
-        stack.push_back(tag);
-        break;
-      }
-      if (!spaced) return fail("no space before an attribute of <" + tag + ">");
-      const std::string attr = name();
-      if (attr.empty()) return fail("bad attribute in <" + tag + ">");
-      if (!attrs.insert(attr).second) return fail("attribute " + attr + " twice in <" + tag + ">");
-      skip_space();
-      if (i >= n || s[i] != '=') return fail("attribute " + attr + " without a value");
-      ++i;
-      skip_space();
-      if (i >= n || (s[i] != '"' && s[i] != '\'')) return fail("unquoted attribute " + attr);
-      const char q = s[i++];
-      const size_t vb = i;
-      while (i < n && s[i] != q) {
-        if (s[i] == '<') return fail("'<' in attribute " + attr);
-        if (s[i] == '&') {
-          if (!entity()) return fail("bad entity in attribute " + attr);
-        } else {
-          ++i;
-        }
-      }
-      if (i >= n) return fail("unterminated attribute " + attr);
-      if (attr == "class" && counts) {
-        std::istringstream cls(s.substr(vb, i - vb));
-        std::string c;
-        while (cls >> c) ++(*counts)[tag + "." + c];
-      }
-      ++i;
-    }
-  }
-  if (!stack.empty()) return fail("<" + stack.back() + "> is never closed");
-  if (!seen_root) return fail("no root element");
-  return true;
-}
+using engine::testing::check_xml;
+using engine::testing::XmlCheck;
 
 namespace fs = std::filesystem;
 
@@ -333,10 +196,10 @@ TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
     const int frames = 2 * (W - 1) + 1;
 
     const std::string s = slurp(svg);
-    std::string err, root;
-    std::map<std::string, int> n;
-    ASSERT_TRUE(xml_well_formed(s, &err, &root, &n)) << err;
-    EXPECT_EQ(root, "svg");
+    XmlCheck x = check_xml(s);
+    ASSERT_TRUE(x.ok) << x.error;
+    EXPECT_EQ(x.root, "svg");
+    std::map<std::string, int>& n = x.counts;
     EXPECT_NE(s.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
     EXPECT_GE(n["g"], frames);
     EXPECT_EQ(n["marker"], 2 * frames);                  // two arrow heads defined per panel
@@ -344,10 +207,10 @@ TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
     EXPECT_EQ(s.find("all-gather step") != std::string::npos, W > 1);
 
     const std::string h = slurp(html);
-    n.clear();
     // The page is written as well-formed XML (HTML5 accepts it), so parse it as such.
-    ASSERT_TRUE(xml_well_formed(h, &err, &root, &n)) << err;
-    EXPECT_EQ(root, "html");
+    x = check_xml(h);
+    ASSERT_TRUE(x.ok) << x.error;
+    EXPECT_EQ(x.root, "html");
     EXPECT_EQ(n["script"], 1);
     EXPECT_EQ(n["svg"], frames + 1);  // one per frame and the legend
     EXPECT_EQ(n["button"], 2);
@@ -360,15 +223,24 @@ TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
   }
 }
 
+// The check the SVG and HTML tests rely on (check_xml, libxml2) rejects what is not well-formed.
 TEST(XmlCheck, RejectsWhatIsNotWellFormed) {
-  std::string err;
-  EXPECT_TRUE(xml_well_formed("<?xml version=\"1.0\"?>\n<a x=\"1\"><b/>t &amp; &#60;</a>\n", &err,
-                              nullptr, nullptr))
-      << err;
+  for (const char* good :
+       {"<?xml version=\"1.0\"?>\n<a x=\"1\"><b/>t &amp; &#60;</a>\n",
+        "<?xml version=\"1.0\"?>\n<svg a=\"1\"><g><text>x &amp; y</text></g></svg>"}) {
+    const XmlCheck x = check_xml(good);
+    EXPECT_TRUE(x.ok) << good << ": " << x.error;
+  }
+  const XmlCheck counted = check_xml("<a><b class=\"p q\"/><b class=\"q\">x</b></a>");
+  EXPECT_EQ(counted.root, "a");
+  EXPECT_EQ(counted.counts,
+            (std::map<std::string, int>{{"a", 1}, {"b", 2}, {"b.p", 1}, {"b.q", 2}}));
   for (const char* bad :
        {"<a><b></a></b>", "<a>", "<a></a><b></b>", "<a x=1></a>", "<a x=\"1\" x=\"2\"></a>",
-        "<a>&nbsp;</a>", "<a>1 < 2</a>", "text", "<a x=\"<\"></a>", ""})
-    EXPECT_FALSE(xml_well_formed(bad, &err, nullptr, nullptr)) << bad;
+        "<a>&nbsp;</a>", "<a>1 < 2</a>", "text", "<a x=\"<\"></a>", "", "<svg><g></svg>",
+        "<svg><g/></svg><svg/>", "<svg a=1/>", "<svg a=\"1\" a=\"2\"/>", "<svg>a < b</svg>",
+        "<svg>AT&T</svg>", "<svg>"})
+    EXPECT_FALSE(check_xml(bad).ok) << bad;
 }
 
 TEST_F(RingDemo, CompareHasARowPerWorldSize) {

@@ -1,12 +1,12 @@
 // tests/apps/test_trace_svg.cpp: `trace_svg` draws a real 2-rank training trace as well-formed
 // SVG with a lane per rank and thread, reports allreduce/backward overlap exactly on a trace made
 // by hand, and fails with a message naming the file for missing, broken or empty input.
-#include <cctype>
 #include <string>
 #include <vector>
 
 #include "nn/atomic_file.h"
 #include "tests/apps/train_fixture.h"
+#include "tests/apps/xml_check.h"
 
 using namespace engine;
 using namespace engine::testing;
@@ -15,129 +15,13 @@ namespace {
 
 const std::string kTraceSvg = kBuild + "/apps/trace_svg";
 
-// A small XML well-formedness checker: one root element, tags nest and match, attribute values
-// quoted, no duplicate attributes, only the five predefined entities or character references,
-// no raw '<' or '&' in text. Returns "" when well-formed, else what is wrong and where.
-class XmlChecker {
- public:
-  explicit XmlChecker(const std::string& s) : s_(s) {}
-
-  std::string check() {
-    if (s_.compare(0, 5, "<?xml") == 0) {
-      size_t end = s_.find("?>");
-      if (end == std::string::npos) return "unterminated XML declaration";
-      i_ = end + 2;
-    }
-    int roots = 0;
-    std::vector<std::string> open;
-    while (i_ < s_.size()) {
-      if (s_[i_] != '<') {
-        if (std::string e = text_until('<'); !e.empty()) return e;
-        continue;
-      }
-      if (s_.compare(i_, 4, "<!--") == 0) {
-        size_t end = s_.find("-->", i_);
-        if (end == std::string::npos) return at("unterminated comment");
-        i_ = end + 3;
-        continue;
-      }
-      if (s_.compare(i_, 2, "</") == 0) {
-        i_ += 2;
-        std::string name = read_name();
-        skip_space();
-        if (i_ >= s_.size() || s_[i_] != '>') return at("bad closing tag");
-        ++i_;
-        if (open.empty() || open.back() != name) return at("</" + name + "> closes nothing open");
-        open.pop_back();
-        continue;
-      }
-      ++i_;
-      std::string name = read_name();
-      if (name.empty()) return at("bad tag name");
-      if (open.empty() && ++roots > 1) return at("second root element <" + name + ">");
-      std::vector<std::string> attrs;
-      for (;;) {
-        skip_space();
-        if (i_ >= s_.size()) return at("unterminated tag <" + name + ">");
-        if (s_.compare(i_, 2, "/>") == 0) {
-          i_ += 2;
-          break;
-        }
-        if (s_[i_] == '>') {
-          ++i_;
-          open.push_back(name);
-          break;
-        }
-        std::string attr = read_name();
-        if (attr.empty()) return at("bad attribute in <" + name + ">");
-        for (auto& a : attrs)
-          if (a == attr) return at("duplicate attribute " + attr);
-        attrs.push_back(attr);
-        skip_space();
-        if (i_ >= s_.size() || s_[i_] != '=') return at("attribute " + attr + " has no value");
-        ++i_;
-        skip_space();
-        if (i_ >= s_.size() || (s_[i_] != '"' && s_[i_] != '\'')) return at("unquoted " + attr);
-        const char q = s_[i_++];
-        if (std::string e = text_until(q); !e.empty()) return e;
-        if (i_ >= s_.size()) return at("unterminated value of " + attr);
-        ++i_;
-      }
-    }
-    if (!open.empty()) return "unclosed <" + open.back() + ">";
-    return roots == 1 ? "" : "no root element";
-  }
-
- private:
-  std::string at(const std::string& what) const { return what + " at byte " + std::to_string(i_); }
-  void skip_space() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  std::string read_name() {
-    size_t b = i_;
-    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == ':' ||
-                              s_[i_] == '-' || s_[i_] == '_' || s_[i_] == '.'))
-      ++i_;
-    return s_.substr(b, i_ - b);
-  }
-  // Character data up to `stop` (not consumed); checks entities and stray '<'.
-  std::string text_until(char stop) {
-    while (i_ < s_.size() && s_[i_] != stop) {
-      if (s_[i_] == '<') return at("raw '<'");
-      if (s_[i_] == '&') {
-        size_t semi = s_.find(';', i_);
-        if (semi == std::string::npos) return at("unterminated entity");
-        std::string ent = s_.substr(i_ + 1, semi - i_ - 1);
-        bool ok = ent == "amp" || ent == "lt" || ent == "gt" || ent == "quot" || ent == "apos" ||
-                  (ent.size() > 1 && ent[0] == '#');
-        if (!ok) return at("unknown entity &" + ent + ";");
-        i_ = semi;
-      }
-      ++i_;
-    }
-    return "";
-  }
-  const std::string& s_;
-  size_t i_ = 0;
-};
-
-std::string xml_error(const std::string& s) {
-  return XmlChecker(s).check();
+// "" when svg is well-formed XML (libxml2), else what is wrong.
+std::string xml_error(const std::string& svg) {
+  const XmlCheck x = check_xml(svg);
+  return x.ok ? "" : x.error.empty() ? "not well-formed" : x.error;
 }
 
 }  // namespace
-
-TEST(TraceSvg, TheXmlCheckerCatchesBrokenDocuments) {
-  EXPECT_EQ(xml_error("<?xml version=\"1.0\"?>\n<svg a=\"1\"><g><text>x &amp; y</text></g></svg>"),
-            "");
-  EXPECT_NE(xml_error("<svg><g></svg>"), "");
-  EXPECT_NE(xml_error("<svg><g/></svg><svg/>"), "");
-  EXPECT_NE(xml_error("<svg a=1/>"), "");
-  EXPECT_NE(xml_error("<svg a=\"1\" a=\"2\"/>"), "");
-  EXPECT_NE(xml_error("<svg>a < b</svg>"), "");
-  EXPECT_NE(xml_error("<svg>AT&T</svg>"), "");
-  EXPECT_NE(xml_error("<svg>"), "");
-}
 
 TEST_F(TrainTest, TraceSvgDrawsEveryRankAndCommThreadOfARealRun) {
   RunResult r = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
