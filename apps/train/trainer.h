@@ -11,6 +11,9 @@
 //                  wait for the buckets, optimizer step
 //   end_epoch      evaluation, the epoch line, --metrics, --checkpoint, --plot
 //   finish         --save, --profile, --trace, and a last barrier
+// Each phase is where its later features belong: another backend or launcher in connect, an
+// elastic restart (the last checkpoint) in resume, an evaluation-only run evaluates as
+// end_epoch does.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -85,8 +88,8 @@ class Trainer {
   std::unique_ptr<nn::DataParallel> dp_;
   std::unique_ptr<comm::GradSync> sync_;
   nn::NamedTensors buffers_;  // broadcast from rank 0 before every step
-  nn::TrainPosition start_;   // where this run began (--resume), and where it is now
-  nn::TrainPosition pos_;
+  nn::TrainPosition start_;   // where this run began (--resume; zero otherwise)
+  nn::TrainPosition pos_;     // where it is now: pos_.step counts optimizer steps
   std::unique_ptr<MetricsWriter> metrics_;
   Progress progress_;
   std::vector<double> step_loss_;                      // --plot: rank 0's loss per step
