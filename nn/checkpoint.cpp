@@ -67,6 +67,25 @@ uint64_t meta_u64(const StFile& f, const std::string& key, const std::string& pa
   }
 }
 
+// The optimizer's state in f (the keys under kOptPrefix, without it).
+NamedTensors optimizer_entries(const StFile& f, const std::string& path) {
+  NamedTensors state;
+  for (const StEntry& e : f.entries) {
+    if (e.name.rfind(kOptPrefix, 0) != 0) continue;
+    ENGINE_CHECK(e.dtype == DType::F32, path, ": optimizer state '", e.name, "' is ",
+                 dtype_name(e.dtype));
+    Tensor t = Tensor::empty(e.shape);
+    if (!e.bytes.empty()) std::memcpy(t.raw_data(), e.bytes.data(), e.bytes.size());
+    state.emplace_back(e.name.substr(std::strlen(kOptPrefix)), t);
+  }
+  return state;
+}
+
+// The metadata key of DataParallel replica i's dropout offset (i >= 1).
+std::string replica_offset_key(size_t i) {
+  return "dp_dropout_offset_" + std::to_string(i);
+}
+
 }  // namespace
 
 void save_state_dict(const std::string& path, const Module& m,
@@ -85,7 +104,7 @@ void save_training_checkpoint(const std::string& path, const Module& m, const Op
                               const TrainPosition& pos) {
   std::vector<StEntry> entries = model_entries(m);
   for (auto& [n, t] : opt.state()) entries.push_back(to_entry(kOptPrefix + n, t));
-  std::map<std::string, std::string> meta = pos.extra;
+  std::map<std::string, std::string> meta;
   meta["format"] = "pt";
   meta["engine.checkpoint"] = "train-v1";
   meta["engine.epoch"] = std::to_string(pos.epoch);
@@ -95,6 +114,9 @@ void save_training_checkpoint(const std::string& path, const Module& m, const Op
   meta["engine.init_seed"] = std::to_string(pos.init_seed);
   meta["engine.dropout_seed"] = std::to_string(pos.dropout_seed);
   meta["engine.dropout_offset"] = std::to_string(pos.dropout_offset);
+  for (size_t i = 0; i < pos.replica_dropout_offsets.size(); ++i)
+    meta[replica_offset_key(i + 1)] = std::to_string(pos.replica_dropout_offsets[i]);
+  if (!pos.model.empty()) meta["model"] = pos.model;
   save_safetensors(path, entries, meta);
 }
 
@@ -108,20 +130,12 @@ TrainPosition load_training_checkpoint(const std::string& path, Module& m, Optim
   pos.init_seed = meta_u64(f, "engine.init_seed", path);
   pos.dropout_seed = meta_u64(f, "engine.dropout_seed", path);
   pos.dropout_offset = meta_u64(f, "engine.dropout_offset", path);
+  for (size_t i = 1; f.metadata.count(replica_offset_key(i)); ++i)
+    pos.replica_dropout_offsets.push_back(meta_u64(f, replica_offset_key(i), path));
+  if (auto it = f.metadata.find("model"); it != f.metadata.end()) pos.model = it->second;
   int64_t opt_steps = static_cast<int64_t>(meta_u64(f, "engine.optimizer_steps", path));
   load_model_entries(f, m, path, kOptPrefix);
-  NamedTensors state;
-  for (const StEntry& e : f.entries) {
-    if (e.name.rfind(kOptPrefix, 0) != 0) continue;
-    ENGINE_CHECK(e.dtype == DType::F32, path, ": optimizer state '", e.name, "' is ",
-                 dtype_name(e.dtype));
-    Tensor t = Tensor::empty(e.shape);
-    if (!e.bytes.empty()) std::memcpy(t.raw_data(), e.bytes.data(), e.bytes.size());
-    state.emplace_back(e.name.substr(std::strlen(kOptPrefix)), t);
-  }
-  opt.load_state(state, opt_steps);
-  for (auto& [k, v] : f.metadata)
-    if (k.rfind("engine.", 0) != 0 && k != "format") pos.extra[k] = v;
+  opt.load_state(optimizer_entries(f, path), opt_steps);
   return pos;
 }
 

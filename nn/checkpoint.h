@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 #include "nn/optim.h"
@@ -18,15 +19,20 @@ void save_state_dict(const std::string& path, const Module& m,
 // and dtype (errors name the file and the key); keys m does not have are errors too.
 void load_state_dict(const std::string& path, Module& m);
 
-// Where training stands, saved beside the weights.
+// Where training stands, saved beside the weights. Every field is a key of the file's metadata
+// (the names in brackets), so checkpoints of any version of train read back the same way.
 struct TrainPosition {
-  int64_t epoch = 0;           // the epoch in progress (0-based)
-  int64_t batch_in_epoch = 0;  // batches of that epoch already trained
-  int64_t step = 0;            // optimizer steps so far
-  uint64_t init_seed = 0, dropout_seed = 0, dropout_offset = 0;  // dropout generator state
-  std::map<std::string, std::string> extra;  // anything else the trainer wants kept (strings)
+  int64_t epoch = 0;           // the epoch in progress, 0-based [engine.epoch]
+  int64_t batch_in_epoch = 0;  // batches of that epoch already trained [engine.batch_in_epoch]
+  int64_t step = 0;            // optimizer steps so far [engine.step]
+  uint64_t init_seed = 0;      // the parameters' initialisation seed [engine.init_seed]
+  // This rank's dropout generator [engine.dropout_seed, engine.dropout_offset].
+  uint64_t dropout_seed = 0, dropout_offset = 0;
+  // --mode dp: the dropout offsets of DataParallel's replicas 1..N-1, [i - 1] for replica i
+  // (their seeds follow from the run's seed) [dp_dropout_offset_<i>]; empty otherwise.
+  std::vector<uint64_t> replica_dropout_offsets;
+  std::string model;  // the model's name [model]; "" when the file does not say
 };
-
 void save_training_checkpoint(const std::string& path, const Module& m, const Optimizer& opt,
                               const TrainPosition& pos);
 // Restores m and opt from path and returns the saved position.

@@ -116,6 +116,17 @@ Generator& DataParallel::dropout_generator(size_t i) {
   return *replicas_[i - 1].dropout_gen;
 }
 
+std::vector<uint64_t> DataParallel::replica_dropout_offsets() const {
+  std::vector<uint64_t> out;
+  for (const Replica& r : replicas_) out.push_back(r.dropout_gen->offset());
+  return out;
+}
+
+void DataParallel::restore_replica_dropout_offsets(const std::vector<uint64_t>& offsets) {
+  for (size_t i = 0; i < offsets.size() && i < replicas_.size(); ++i)
+    replicas_[i].dropout_gen->set_state(replicas_[i].dropout_gen->seed(), offsets[i]);
+}
+
 void DataParallel::refresh(Replica& r) {
   NoGradGuard no_grad;
   for (size_t p = 0; p < r.params.size(); ++p) {

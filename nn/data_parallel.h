@@ -22,7 +22,7 @@
 //   from the module's on the whole batch; eval mode matches.
 // - Dropout: replica 0 draws from the module's own generator; replica i >= 1 from a generator of
 //   DataParallel's, seeded from (dropout_seed, i), so chunks never share masks. Those generators'
-//   states (dropout_generator(i)) belong in a checkpoint for a bit-exact resume.
+//   states (replica_dropout_offsets()) belong in a checkpoint for a bit-exact resume.
 // - Chunks: torch's scatter (Tensor.chunk): ceil(N / k) rows each, the last smaller; with N < k
 //   (or uneven sizes) the last devices get no chunk and their replicas sit out that step.
 // - Gradients of several backward passes before one reduce_gradients() add up, as in one module
@@ -86,6 +86,12 @@ class DataParallel {
   Model& replica(size_t i);
   // The dropout generator of replica i >= 1 (replica 0 uses the module's own).
   Generator& dropout_generator(size_t i);
+  // What a checkpoint keeps of the replicas' dropout streams: the offsets of replicas 1..N-1,
+  // [i - 1] for replica i (their seeds follow from the constructor's dropout_seed). Restoring
+  // sets replica i from offsets[i - 1]; replicas beyond the list keep theirs, extra entries are
+  // ignored (a checkpoint of another device count).
+  std::vector<uint64_t> replica_dropout_offsets() const;
+  void restore_replica_dropout_offsets(const std::vector<uint64_t>& offsets);
 
   // Rows per chunk when n rows are scattered over k devices (torch's Tensor.chunk): ceil(n / k)
   // each, the last smaller; fewer than k chunks when they run out.

@@ -12,7 +12,9 @@ namespace engine::apps {
 namespace {
 
 constexpr double kWidth = 820, kHeight = 610;
-constexpr double kLeft = 72, kRight = 28;  // plot area margins
+constexpr double kLeft = 72, kRight = 28;           // plot area margins
+constexpr double kLossTop = 48, kLossHeight = 300;  // the panels: loss on top, accuracy below
+constexpr double kAccTop = 392, kAccHeight = 170;
 constexpr const char* kLossColour = "#1f77b4";
 constexpr const char* kLossLight = "#a6c8e6";
 constexpr const char* kAccColour = "#d62728";
@@ -171,11 +173,11 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   return out;
 }
 
-std::string training_plot_svg(const std::vector<double>& step_loss,
-                              const std::vector<std::pair<int64_t, double>>& epoch_acc,
-                              const std::string& title) {
-  const auto loss = finite_points(step_loss);
-  const size_t skipped = step_loss.size() - loss.size();
+namespace {
+
+// The step axis: round ticks from 0 to the last step, whole numbers only.
+std::vector<double> step_ticks(const std::vector<double>& step_loss,
+                               const std::vector<std::pair<int64_t, double>>& epoch_acc) {
   double x_max = static_cast<double>(step_loss.size());
   for (auto& [step, acc] : epoch_acc) x_max = std::max(x_max, static_cast<double>(step));
   std::vector<double> xt = nice_ticks(0, std::max(1.0, x_max), 8);
@@ -183,19 +185,28 @@ std::string training_plot_svg(const std::vector<double>& step_loss,
     xt.clear();
     for (double x = 0; x <= std::max(1.0, x_max); x += 1) xt.push_back(x);
   }
+  return xt;
+}
 
+// The document's opening: XML declaration, <svg>, white background and the title.
+std::string svg_head(const std::string& title) {
   std::string s =
       str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
           "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n"
           "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
           kWidth, kHeight, kWidth, kHeight);
-  s += str("<text x=\"%.1f\" y=\"26\" font-size=\"16\" font-weight=\"bold\" "
-           "text-anchor=\"middle\">",
-           kWidth / 2) +
-       esc(title) + "</text>\n";
+  return s +
+         str("<text x=\"%.1f\" y=\"26\" font-size=\"16\" font-weight=\"bold\" "
+             "text-anchor=\"middle\">",
+             kWidth / 2) +
+         esc(title) + "</text>\n";
+}
 
-  // Loss per step.
+// The top panel: loss per step, and its moving average when there are many steps.
+std::string loss_panel(const std::vector<double>& step_loss, const std::vector<double>& xt) {
+  const auto loss = finite_points(step_loss);
+  const size_t skipped = step_loss.size() - loss.size();
   double lo = 0, hi = 1;
   if (!loss.empty()) {
     lo = hi = loss[0].second;
@@ -203,30 +214,38 @@ std::string training_plot_svg(const std::vector<double>& step_loss,
     lo = std::min(lo, 0.0);
   }
   const std::vector<double> lt = nice_ticks(lo, hi, 6);
-  const Panel lp{48, 300, xt.front(), xt.back(), lt.front(), lt.back()};
-  s += axes(lp, xt, lt, "training loss", "", false);
-  if (loss.empty()) {
-    s += no_data(lp, "no loss recorded");
-  } else {
-    const size_t window = loss.size() > 50 ? std::max<size_t>(2, loss.size() / 25) : 0;
-    s += polyline(to_pixels(lp, loss), window ? kLossLight : kLossColour, window ? 1 : 1.8);
-    std::string legend = "loss per step";
-    if (window) {
-      s += polyline(to_pixels(lp, moving_average(loss, window)), kLossColour, 2.2);
-      legend += str(" (light), mean of the last %zu steps (dark)", window);
-    }
-    if (skipped) legend += str("; %zu non-finite skipped", skipped);
-    s += str("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\" fill=\"%s\">",
+  const Panel lp{kLossTop, kLossHeight, xt.front(), xt.back(), lt.front(), lt.back()};
+  std::string s = axes(lp, xt, lt, "training loss", "", false);
+  if (loss.empty()) return s + no_data(lp, "no loss recorded");
+  const size_t window = loss.size() > 50 ? std::max<size_t>(2, loss.size() / 25) : 0;
+  s += polyline(to_pixels(lp, loss), window ? kLossLight : kLossColour, window ? 1 : 1.8);
+  std::string legend = "loss per step";
+  if (window) {
+    s += polyline(to_pixels(lp, moving_average(loss, window)), kLossColour, 2.2);
+    legend += str(" (light), mean of the last %zu steps (dark)", window);
+  }
+  if (skipped) legend += str("; %zu non-finite skipped", skipped);
+  return s +
+         str("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\" fill=\"%s\">",
              kWidth - kRight - 8, lp.top + 16, kLossColour) +
          esc(legend) + "</text>\n";
-  }
+}
 
-  // Test accuracy per epoch, in percent.
+// The bottom panel's points: test accuracy per epoch in percent (fractions when all are <= 1).
+std::vector<std::pair<double, double>> accuracy_points(
+    const std::vector<std::pair<int64_t, double>>& epoch_acc) {
   bool fraction = true;
   for (auto& [step, acc] : epoch_acc) fraction = fraction && acc <= 1.0;
   std::vector<std::pair<double, double>> acc;
   for (auto& [step, a] : epoch_acc)
     if (std::isfinite(a)) acc.push_back({static_cast<double>(step), fraction ? a * 100 : a});
+  return acc;
+}
+
+// The bottom panel: test accuracy after each epoch, a labelled point each.
+std::string accuracy_panel(const std::vector<std::pair<int64_t, double>>& epoch_acc,
+                           const std::vector<double>& xt) {
+  const std::vector<std::pair<double, double>> acc = accuracy_points(epoch_acc);
   double alo = 0, ahi = 100;
   if (!acc.empty()) {
     alo = ahi = acc[0].second;
@@ -236,32 +255,37 @@ std::string training_plot_svg(const std::vector<double>& step_loss,
     ahi = std::min(100.0, ahi + pad);
   }
   const std::vector<double> at = clamp_ticks(nice_ticks(alo, ahi, 4), 0.0, 100.0);
-  const Panel ap{392, 170, xt.front(), xt.back(), at.front(), at.back()};
-  s += axes(ap, xt, at, "test accuracy", "%", true);
-  if (acc.empty()) {
-    s += no_data(ap, "no test accuracy yet");
-  } else {
-    std::vector<std::pair<double, double>> px;
-    for (auto& [x, y] : acc) px.push_back({ap.px(x), ap.py(y)});
-    s += polyline(px, kAccColour, 1.5);
-    for (size_t i = 0; i < acc.size(); ++i) {
-      s += str("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>", px[i].first, px[i].second,
-               kAccColour);
-      if (acc.size() <= 20)
-        s +=
-            str("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" "
-                "fill=\"%s\">%.2f%%</text>",
-                px[i].first, px[i].second - 7, kAccColour, acc[i].second);
-      s += "\n";
-    }
-    s +=
-        str("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\" fill=\"%s\">"
-            "after each epoch (%zu)</text>\n",
-            kWidth - kRight - 8, ap.top + ap.height - 8, kAccColour, acc.size());
+  const Panel ap{kAccTop, kAccHeight, xt.front(), xt.back(), at.front(), at.back()};
+  std::string s = axes(ap, xt, at, "test accuracy", "%", true);
+  if (acc.empty()) return s + no_data(ap, "no test accuracy yet");
+  std::vector<std::pair<double, double>> px;
+  for (auto& [x, y] : acc) px.push_back({ap.px(x), ap.py(y)});
+  s += polyline(px, kAccColour, 1.5);
+  for (size_t i = 0; i < acc.size(); ++i) {
+    s += str("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>", px[i].first, px[i].second,
+             kAccColour);
+    if (acc.size() <= 20)
+      s +=
+          str("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" "
+              "fill=\"%s\">%.2f%%</text>",
+              px[i].first, px[i].second - 7, kAccColour, acc[i].second);
+    s += "\n";
   }
-  s += str("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">step</text>\n",
-           (kLeft + kWidth - kRight) / 2, ap.top + ap.height + 34);
-  return s + "</svg>\n";
+  return s + str("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\" fill=\"%s\">"
+                 "after each epoch (%zu)</text>\n",
+                 kWidth - kRight - 8, ap.top + ap.height - 8, kAccColour, acc.size());
+}
+
+}  // namespace
+
+std::string training_plot_svg(const std::vector<double>& step_loss,
+                              const std::vector<std::pair<int64_t, double>>& epoch_acc,
+                              const std::string& title) {
+  const std::vector<double> xt = step_ticks(step_loss, epoch_acc);
+  return svg_head(title) + loss_panel(step_loss, xt) + accuracy_panel(epoch_acc, xt) +
+         str("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">step</text>\n",
+             (kLeft + kWidth - kRight) / 2, kAccTop + kAccHeight + 34) +
+         "</svg>\n";
 }
 
 void write_training_plot(const std::string& path, const std::vector<double>& step_loss,

@@ -1,11 +1,103 @@
 // apps/train/trainer.h: one rank's training run, from a TrainConfig to trained weights.
+//
+// A Trainer goes through named phases, in this order (run() calls them):
+//   connect        the communicator of this rank (none when the job is one process), threads
+//   build          the dataset, the model on its device, the optimizer (and --init-from)
+//   resume         --resume: weights, optimizer state, position and dropout streams
+//   distribute     --mode dp: DataParallel over --dp-devices; ddp: CUDA collectives, rank 0's
+//                  parameters to every rank, gradient synchronisation
+//   run_epoch      the batches of one epoch (from where a resumed run stopped), each one step()
+//   step           one training step: forward, loss, backward (buckets reduce as they fill),
+//                  wait for the buckets, optimizer step
+//   end_epoch      evaluation, the epoch line, --metrics, --checkpoint, --plot
+//   finish         --save, --profile, --trace, and a last barrier
+// Each phase is where its later features belong: another backend or launcher in connect, an
+// elastic restart (the last checkpoint) in resume, an evaluation-only run evaluates as
+// end_epoch does.
 #pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
 #include "apps/train/config.h"
+#include "apps/train/report.h"
+#include "comm/communicator.h"
+#include "comm/grad_sync.h"
+#include "core/device.h"
+#include "core/rng.h"
+#include "data/mnist.h"
+#include "data/upload.h"
+#include "nn/checkpoint.h"
+#include "nn/data_parallel.h"
+#include "nn/models.h"
+#include "nn/optim.h"
 
 namespace engine::apps {
 
-// Trains as configured; prints progress (rank 0), writes metrics, checkpoints and weights.
-// Throws engine::Error on bad input or a failed peer.
+class Trainer {
+ public:
+  // Checks c (throws engine::Error on values flags alone cannot reject); starts nothing.
+  explicit Trainer(const TrainConfig& c);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Every phase in order: trains as configured; prints progress (rank 0), writes metrics,
+  // checkpoints and weights. Throws engine::Error on bad input or a failed peer.
+  void run();
+
+ private:
+  // What one epoch's batches left behind, for end_epoch.
+  struct EpochTally {
+    double loss_sum = 0;  // this rank's losses
+    int64_t batches = 0;  // steps this rank took
+    int64_t images = 0;   // images of every rank
+    int64_t next = 0;     // the batch the epoch would go on with
+    int64_t total = 0;    // batches in the epoch
+    double train_s = 0;   // seconds spent in the batches
+  };
+
+  void connect();
+  void build();
+  void resume();
+  void distribute();
+  EpochTally run_epoch(int64_t epoch);
+  Tensor step(const data::DeviceBatch& b);
+  void end_epoch(int64_t epoch, const EpochTally& t);
+  void finish();
+
+  void broadcast_buffers();
+  EpochResult epoch_result(int64_t epoch, const EpochTally& t);
+  void save_checkpoint(int64_t epoch, int64_t batch_in_epoch);
+  bool steps_done() const { return c_.steps > 0 && pos_.step >= c_.steps; }
+
+  const TrainConfig c_;
+  std::unique_ptr<comm::Communicator> comm_;
+  int rank_ = 0, world_ = 1, threads_ = 1;
+  data::Mnist mnist_;
+  int64_t batch_ = 0;               // images per rank per step
+  std::vector<int64_t> partition_;  // --sharding partition: this rank's shard
+  nn::ModelOptions model_options_;
+  Generator init_gen_, dropout_gen_;  // the model's dropout layers refer to dropout_gen_
+  std::unique_ptr<nn::Model> model_;
+  std::vector<Device> dp_devices_;  // --mode dp
+  Device device_;                   // where the model lives
+  std::unique_ptr<nn::Optimizer> opt_;
+  std::unique_ptr<nn::DataParallel> dp_;
+  std::unique_ptr<comm::GradSync> sync_;
+  nn::NamedTensors buffers_;  // broadcast from rank 0 before every step
+  nn::TrainPosition start_;   // where this run began (--resume; zero otherwise)
+  nn::TrainPosition pos_;     // where it is now: pos_.step counts optimizer steps
+  std::unique_ptr<MetricsWriter> metrics_;
+  Progress progress_;
+  std::vector<double> step_loss_;                      // --plot: rank 0's loss per step
+  std::vector<std::pair<int64_t, double>> epoch_acc_;  // --plot: (step, test accuracy)
+  std::chrono::steady_clock::time_point run_start_;
+};
+
+// Trainer(c).run().
 void run_training(const TrainConfig& c);
 
 }  // namespace engine::apps

@@ -1,6 +1,10 @@
 // tests/apps/test_train.cpp: the `train` program end to end on a small generated dataset:
 // flags, errors, a falling loss, metrics, checkpoints and resume, and data parallelism.
+#include <cstdlib>
 #include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "core/device.h"
 #include "nn/json.h"
@@ -9,16 +13,97 @@
 using namespace engine;
 using namespace engine::testing;
 
-TEST_F(TrainTest, HelpListsTheFlags) {
+namespace {
+
+// A flag as `train --help` lists it: its name, help text, the default shown ("" when none) and,
+// for a flag with a fixed set of values, those values.
+struct HelpFlag {
+  std::string name, text, def;
+  std::vector<std::string> choices;
+};
+
+std::vector<HelpFlag> help_flags(const std::string& help) {
+  static const std::regex line_re(R"(^  --([a-z0-9-]+) +(.*?)(?: \[default: (.*)\])?$)");
+  static const std::regex choices_re(R"(\(([a-z0-9-]+(?:\|[a-z0-9-]+)+)\)$)");
+  std::vector<HelpFlag> out;
+  std::istringstream in(help);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m, c;
+    if (!std::regex_match(line, m, line_re) || m[1] == "help") continue;
+    HelpFlag f{m[1], m[2], m[3], {}};
+    if (std::regex_search(f.text, c, choices_re)) {
+      std::istringstream items(c[1].str());
+      for (std::string v; std::getline(items, v, '|');) f.choices.push_back(v);
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+// The README's table of train's flags: the rows between "| flag | meaning |" and a blank line.
+std::string readme_flag_table() {
+  fs::path src = __FILE__;  // relative when ccache rewrote it: then to the tests' build folder
+  if (src.is_relative()) src = fs::path(kBuild) / "tests" / src;
+  std::ifstream in(src.parent_path() / "../../README.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const size_t begin = readme.find("| flag | meaning |");
+  EXPECT_NE(begin, std::string::npos) << "README.md has no flag table";
+  if (begin == std::string::npos) return "";
+  return readme.substr(begin, readme.find("\n\n", begin) - begin);
+}
+
+bool is_number(const std::string& s) {
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return !s.empty() && *end == 0;
+}
+
+}  // namespace
+
+// Every flag that --help lists is documented (help text and a row of the README's table, which
+// lists no other flag) and parsed: its default or each of its values is accepted, a bad value is
+// an error naming it; a switch takes no value. `--FLAG=VALUE --help` parses up to --help and
+// exits 0 without training.
+TEST_F(TrainTest, EveryFlagOfHelpIsDocumentedAndParsed) {
   RunResult r = run(kTrain + " --help");
-  EXPECT_EQ(r.code, 0);
-  for (const char* f :
-       {"--model",       "--data-dir",   "--epochs",     "--steps",   "--batch-size", "--lr",
-        "--momentum",    "--optimizer",  "--seed",       "--threads", "--shuffle",    "--dropout",
-        "--init-from",   "--save",       "--checkpoint", "--resume",  "--metrics",    "--backend",
-        "--init-method", "--world-size", "--rank",       "--sync",    "--sharding",   "--bucket-mb",
-        "--transport",   "--timeout"})
-    EXPECT_NE(r.output.find(f), std::string::npos) << f;
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<HelpFlag> flags = help_flags(r.output);
+  ASSERT_GE(flags.size(), 30u) << r.output;
+  const std::string table = readme_flag_table();
+  std::set<std::string> listed;
+  for (const HelpFlag& f : flags) {
+    SCOPED_TRACE("--" + f.name);
+    listed.insert(f.name);
+    EXPECT_FALSE(f.text.empty());
+    EXPECT_TRUE(std::regex_search(table, std::regex("(^|[^a-z-])--" + f.name + "([^a-z-]|$)")))
+        << "not in README";
+    RunResult bare = run(kTrain + " --" + f.name + "=x --help");
+    if (bare.code != 0 && bare.output.find("takes no value") != std::string::npos) {  // a switch
+      EXPECT_NE(bare.output.find("--" + f.name), std::string::npos) << bare.output;
+      EXPECT_EQ(run(kTrain + " --" + f.name + " --help").code, 0);
+      continue;
+    }
+    std::vector<std::string> good = f.choices;
+    if (good.empty()) good.push_back(f.def.empty() ? "x" : f.def);
+    for (const std::string& v : good) {
+      RunResult ok = run(kTrain + " --" + f.name + "=" + v + " --help");
+      EXPECT_EQ(ok.code, 0) << v << "\n" << ok.output;
+    }
+    if (f.choices.empty() && !is_number(f.def)) continue;  // any text is a value
+    RunResult bad = run(kTrain + " --" + f.name + "=bogus --help");
+    EXPECT_NE(bad.code, 0) << bad.output;
+    EXPECT_NE(bad.output.find("--" + f.name), std::string::npos) << bad.output;
+  }
+  std::smatch m;
+  for (std::string rest = table; std::regex_search(rest, m, std::regex("--([a-z][a-z0-9-]*)"));
+       rest = m.suffix())
+    EXPECT_TRUE(listed.count(m[1])) << "README documents --" << m[1] << ", --help does not list it";
+  RunResult unknown = run(kTrain + " --no-such-flag=1 --help");
+  EXPECT_NE(unknown.code, 0);
+  EXPECT_NE(unknown.output.find("--no-such-flag"), std::string::npos) << unknown.output;
 }
 
 TEST_F(TrainTest, BadInputGivesAClearError) {

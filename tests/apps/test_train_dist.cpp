@@ -54,17 +54,22 @@ TEST_F(TrainTest, ConvnetTrainsOnTwoRanksWithBatchNormBroadcast) {
 }
 
 TEST_F(TrainTest, AKilledRankStopsItsPeerWithAMessageNamingIt) {
-  // Two ranks started by hand (no launch to stop them); rank 1 is killed mid-training. Rank 0
-  // must exit non-zero well within --timeout, naming rank 1.
-  std::string train = kTrain + " --model simplecnn --epochs 50 --timeout 30 --data-dir " + data_;
+  // Two ranks started by hand (no launch to stop them); rank 1 is killed once rank 0 has finished
+  // an epoch (its progress line, flushed, is in out0; up to 20 s), far from the end of the run.
+  // Rank 0 must then exit non-zero well within --timeout, naming rank 1.
+  std::string train = kTrain + " --model simplecnn --epochs 1000 --timeout 30 --data-dir " + data_;
+  std::string out0 = path("out0");
   std::string script =
       "export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port()) +
-      "; RANK=0 " + train + " > " + path("out0") + " 2>&1 & p0=$!; RANK=1 " + train +
-      " > /dev/null 2>&1 & p1=$!; " + "sleep 4; kill -9 $p1; wait $p0; echo rank0-exit=$?; cat " +
-      path("out0");
+      "; RANK=0 " + train + " > " + out0 + " 2>&1 & p0=$!; RANK=1 " + train +
+      " > /dev/null 2>&1 & p1=$!; i=0; until grep -q \"epoch 0, batch\" " + out0 +
+      "; do i=$((i+1)); if [ $i -gt 400 ]; then echo rank0-never-trained; break; fi; sleep 0.05; "
+      "done; kill -9 $p1; wait $p0; echo rank0-exit=$?; cat " +
+      out0;
   auto t0 = std::chrono::steady_clock::now();
   RunResult r = run("sh -c '" + script + "'");
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.output.find("rank0-never-trained"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("rank0-exit=0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rank0-exit="), std::string::npos) << r.output;
   EXPECT_LT(s, 25) << r.output;

@@ -324,6 +324,16 @@ TEST_P(DataParallelTest, DropoutDrawsAnotherMaskOnEachReplica) {
   if (k > 2) {
     EXPECT_NE(dp.dropout_generator(1).seed(), dp.dropout_generator(2).seed());
   }
+  // What a checkpoint keeps of the replicas' streams, restored into another DataParallel.
+  const std::vector<uint64_t> offsets = dp.replica_dropout_offsets();
+  ASSERT_EQ(offsets.size(), k - 1);
+  nn::DataParallel again(*m.dp, devices_, nn::model_factory("simplecnn"), 5);
+  again.restore_replica_dropout_offsets(offsets);
+  for (size_t j = 1; j < k; ++j) {
+    EXPECT_EQ(offsets[j - 1], dp.dropout_generator(j).offset()) << "replica " << j;
+    EXPECT_EQ(again.dropout_generator(j).offset(), offsets[j - 1]) << "replica " << j;
+    EXPECT_EQ(again.dropout_generator(j).seed(), dp.dropout_generator(j).seed()) << "replica " << j;
+  }
   // Eval mode (the module's) reaches the replicas: no dropout, rows equal the module's.
   m.dp->eval();
   m.ref->eval();

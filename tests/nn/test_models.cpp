@@ -196,8 +196,24 @@ TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
   pos.step = 99;
   pos.dropout_seed = 5;
   pos.dropout_offset = 123;
+  pos.replica_dropout_offsets = {7, 8};
+  pos.model = "linear";
   std::string path = temp_path("train.safetensors");
   nn::save_training_checkpoint(path, *m, opt, pos);
+  // The metadata keys every version of train writes and reads.
+  const std::map<std::string, std::string> keys = {{"format", "pt"},
+                                                   {"engine.checkpoint", "train-v1"},
+                                                   {"engine.epoch", "2"},
+                                                   {"engine.batch_in_epoch", "7"},
+                                                   {"engine.step", "99"},
+                                                   {"engine.optimizer_steps", "1"},
+                                                   {"engine.init_seed", "0"},
+                                                   {"engine.dropout_seed", "5"},
+                                                   {"engine.dropout_offset", "123"},
+                                                   {"dp_dropout_offset_1", "7"},
+                                                   {"dp_dropout_offset_2", "8"},
+                                                   {"model", "linear"}};
+  EXPECT_EQ(load_safetensors(path).metadata, keys);
   step(*m, opt);  // the uninterrupted run's next step
 
   auto m2 = model("linear", 9);
@@ -207,9 +223,18 @@ TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
   EXPECT_EQ(got.batch_in_epoch, 7);
   EXPECT_EQ(got.step, 99);
   EXPECT_EQ(got.dropout_offset, 123u);
+  EXPECT_EQ(got.replica_dropout_offsets, (std::vector<uint64_t>{7, 8}));
+  EXPECT_EQ(got.model, "linear");
   EXPECT_EQ(opt2.steps(), 1);
   step(*m2, opt2);  // the resumed run's next step: bit for bit the same
   EXPECT_EQ(m->state_dict()[0].second.to_vector(), m2->state_dict()[0].second.to_vector());
+  // Without DataParallel replicas or a model name, the file has no such keys and reads back empty.
+  nn::save_training_checkpoint(path, *m, opt, nn::TrainPosition{});
+  StFile plain = load_safetensors(path);
+  EXPECT_EQ(plain.metadata.count("dp_dropout_offset_1") + plain.metadata.count("model"), 0u);
+  got = nn::load_training_checkpoint(path, *m2, opt2);
+  EXPECT_TRUE(got.replica_dropout_offsets.empty());
+  EXPECT_EQ(got.model, "");
   // A plain state dict is not a training checkpoint.
   nn::save_state_dict(path, *m);
   EXPECT_THROW(nn::load_training_checkpoint(path, *m2, opt2), Error);

@@ -1,0 +1,60 @@
+// apps/train/cuda_collectives.cpp: how train's collectives move CUDA tensors (NCCL, the CUDA IPC
+// ring or pinned staging over the host transports).
+#include "apps/train/cuda_collectives.h"
+
+#include <memory>
+
+#include "comm/cuda_ipc_ring.h"
+#include "comm/nccl_communicator.h"
+#include "core/error.h"
+
+namespace engine::apps {
+
+// How this rank's collectives move CUDA tensors (--backend, --cuda-ring); "" on the CPU. Every
+// rank calls it: the ranks agree on the device kind and on whether CUDA IPC can be used.
+std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& comm, Device dev) {
+  std::string why_not_ipc = "";
+  if (dev.is_cuda())
+    why_not_ipc = comm.local_size() == comm.size()
+                      ? comm::CudaIpcRing::unsupported_reason(dev.index)
+                      : "the ranks span more than one host";
+  // One MIN over [on cuda, IPC usable, -on cuda]: the last is minus the MAX of "on cuda".
+  const int64_t on_cuda = dev.is_cuda() ? 1 : 0;
+  int64_t mins[3] = {on_cuda, why_not_ipc.empty() ? 1 : 0, -on_cuda};
+  comm.all_reduce(mins, 3, DType::I64, comm::ReduceOp::MIN);
+  ENGINE_CHECK(mins[0] == -mins[2], "rank ", comm.rank(), " trains on ", dev.str(),
+               " but other ranks train on ", dev.is_cuda() ? "the cpu" : "a GPU",
+               ": every rank needs a GPU (or pass --device cpu)");
+  if (dev.is_cpu()) {
+    ENGINE_CHECK(c.backend != "nccl",
+                 "--backend nccl reduces CUDA tensors and this rank trains "
+                 "on the cpu (",
+                 cuda_unavailable_reason(), "): use --backend ring");
+    return "";
+  }
+  const comm::Millis timeout(static_cast<int64_t>(c.timeout_s * 1000));
+  ENGINE_CHECK(comm.store() != nullptr, "rank ", comm.rank(),
+               ": no rendezvous store for CUDA collectives");
+  if (c.backend == "nccl") {
+    comm::NcclOptions o;
+    o.timeout = timeout;
+    o.key = "train/nccl";
+    comm.attach_nccl(std::make_unique<comm::NcclCommunicator>(comm.store(), comm.rank(),
+                                                              comm.size(), dev.index, o));
+    return "nccl";
+  }
+  if (c.cuda_ring == "staged") return "staged";
+  if (mins[1] == 0 && why_not_ipc.empty()) why_not_ipc = "another rank cannot use CUDA IPC";
+  if (!why_not_ipc.empty()) {
+    ENGINE_CHECK(c.cuda_ring != "ipc", "--cuda-ring ipc on rank ", comm.rank(), ": ", why_not_ipc);
+    return "staged (" + why_not_ipc + ")";
+  }
+  comm::IpcRingOptions o;
+  o.timeout = timeout;
+  o.key = "train/ipc_ring";
+  comm.attach_ipc_ring(
+      std::make_unique<comm::CudaIpcRing>(comm.store(), comm.rank(), comm.size(), dev.index, o));
+  return "ipc";
+}
+
+}  // namespace engine::apps

@@ -1,0 +1,188 @@
+// apps/train/epoch.cpp: the Trainer's epoch: its batches, one training step each, then the end of
+// the epoch (evaluation, the epoch line, metrics, checkpoint, plot).
+#include <cstdio>
+
+#include "apps/train/plot.h"
+#include "apps/train/trainer.h"
+#include "core/autograd.h"
+#include "core/trace.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "nn/functional.h"
+
+namespace engine::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Tensor images_tensor(const data::Batch& b, Device dev) {
+  return Tensor::from_vector(b.images, {b.size, 1, b.rows, b.cols}, dev);
+}
+
+// Mean loss and accuracy on the test split. Each rank evaluates its 1/W slice without autograd;
+// the sums meet in one all_reduce.
+void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator* comm, Device dev,
+              EpochResult* r) {
+  NoGradGuard ng;
+  model.eval();
+  const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  const int64_t begin = test.count * rank / world, end = test.count * (rank + 1) / world;
+  constexpr int64_t kChunk = 1000;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t b = begin; b < end; b += kChunk) {
+    data::Batch batch = data::contiguous_batch(test, b, std::min(end, b + kChunk));
+    Tensor labels = Tensor::from_vector_i64(batch.labels, {batch.size}, dev);
+    Tensor scores = model.forward(images_tensor(batch, dev));
+    loss_sum += model.loss(scores, labels).item() * static_cast<double>(batch.size);
+    correct += nn::correct_count(scores, labels);
+  }
+  model.train();
+  if (comm) {
+    float l = static_cast<float>(loss_sum);
+    comm->all_reduce(&l, 1, DType::F32, comm::ReduceOp::SUM);
+    comm->all_reduce(&correct, 1, DType::I64, comm::ReduceOp::SUM);
+    loss_sum = l;
+  }
+  r->test_count = test.count;
+  r->test_correct = correct;
+  r->test_loss = test.count ? loss_sum / static_cast<double>(test.count) : 0;
+  r->test_acc = test.count ? static_cast<double>(correct) / static_cast<double>(test.count) : 0;
+}
+
+// This rank's sample indices for an epoch.
+std::vector<int64_t> epoch_indices(const TrainConfig& c, int64_t n, int world, int rank,
+                                   int64_t epoch, const std::vector<int64_t>& partition) {
+  if (c.sharding == "partition") return partition;
+  data::DistributedSampler sampler(n, world, rank, c.shuffle == "on", static_cast<uint64_t>(c.seed),
+                                   c.drop_last);
+  sampler.set_epoch(epoch);
+  return sampler.indices();
+}
+
+}  // namespace
+
+Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
+  const int64_t first = epoch == start_.epoch ? start_.batch_in_epoch : 0;
+  // Partition: one loader, its shard reshuffled per epoch (seeded by seed, epoch and rank).
+  // Sampler: the sampler orders the epoch; the loader keeps that order.
+  data::BatchLoader loader(mnist_.train,
+                           epoch_indices(c_, mnist_.train.count, world_, rank_, epoch, partition_),
+                           batch_, c_.sharding == "partition" && c_.shuffle == "on",
+                           /*drop_last=*/false, static_cast<uint64_t>(c_.seed), rank_);
+  data::BatchUploader uploader(dp_ ? Device::cpu() : device_, batch_, mnist_.train.rows,
+                               mnist_.train.cols);
+  loader.start_epoch(epoch);
+  data::Batch b;
+  for (int64_t i = 0; i < first && loader.next(&b); ++i) {
+  }  // batches a resumed run has already trained on
+  EpochTally t;
+  t.total = loader.batches_per_epoch();
+  progress_.start_epoch(epoch, t.total, first);
+  const auto start = Clock::now();
+  // The next batch is staged (on a GPU: uploading on the copy stream) before this one computes.
+  auto stage_next = [&]() -> int {
+    trace::Scope ts("data", "data");
+    return loader.next(&b) ? uploader.stage(b) : -1;
+  };
+  int staged = stage_next();
+  for (t.next = first; staged >= 0 && !steps_done(); ++t.next) {
+    data::DeviceBatch cur = uploader.take(staged);
+    staged = stage_next();
+    trace::Scope step_scope("step", "step");
+    Tensor loss = step(cur);
+    uploader.done(cur.slot);
+    const double l = loss.item();
+    if (!c_.plot.empty()) step_loss_.push_back(l);
+    t.loss_sum += l;
+    ++t.batches;
+    t.images += cur.size * world_;
+    progress_.update(t.next, l, cur.size * world_);
+  }
+  t.train_s = std::chrono::duration<double>(Clock::now() - start).count();
+  progress_.finish();
+  return t;
+}
+
+// One training step on this rank's batch (../shared/DESIGN.md, "One training step"):
+//   batch -> model.forward -> loss -> backward: each parameter's grad ready -> hook -> its bucket
+//   full -> comm thread: allreduce (avg) -> wait for all buckets -> optimizer.step
+Tensor Trainer::step(const data::DeviceBatch& b) {
+  opt_->zero_grad();
+  broadcast_buffers();
+  Tensor loss;
+  {
+    trace::Scope ts("forward", "forward");
+    Tensor scores = dp_ ? dp_->forward(b.images) : (*model_)(b.images);
+    loss = model_->loss(scores, b.labels.to(scores.device()));
+  }
+  if (sync_) sync_->begin();
+  {
+    trace::Scope ts("backward", "backward");
+    loss.backward();
+  }
+  if (sync_) sync_->finish();        // every bucket reduced
+  if (dp_) dp_->reduce_gradients();  // --mode dp: the replicas' gradients into the module's
+  {
+    trace::Scope ts("optimizer", "optimizer");
+    opt_->step();
+  }
+  ++pos_.step;
+  return loss;
+}
+
+// As DDP (broadcast_buffers=True): rank 0's BatchNorm statistics go to every rank.
+void Trainer::broadcast_buffers() {
+  if (!comm_ || buffers_.empty()) return;
+  trace::Scope ts("broadcast buffers", "comm");
+  comm::broadcast_tensors(*comm_, buffers_, 0);
+}
+
+void Trainer::end_epoch(int64_t epoch, const EpochTally& t) {
+  EpochResult r = epoch_result(epoch, t);
+  epoch_acc_.emplace_back(r.step, r.test_acc);
+  r.wall_s = std::chrono::duration<double>(Clock::now() - run_start_).count();
+  if (rank_ == 0) print_epoch(rank_, r);
+  if (metrics_) metrics_->write(r);
+  const bool epoch_done = t.next >= t.total;
+  save_checkpoint(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : t.next);
+  if (rank_ == 0 && !c_.plot.empty())
+    write_training_plot(c_.plot, step_loss_, epoch_acc_,
+                        c_.model + ", world " + std::to_string(world_));
+}
+
+// The epoch line's figures: the mean training loss over all ranks, and the test split's.
+EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
+  EpochResult r;
+  r.epoch = epoch;
+  r.step = pos_.step;
+  double loss_sum = t.loss_sum;
+  int64_t batches = t.batches;
+  if (comm_) {
+    float sums[2] = {static_cast<float>(loss_sum), static_cast<float>(batches)};
+    comm_->all_reduce(sums, 2, DType::F32, comm::ReduceOp::SUM);
+    loss_sum = sums[0];
+    batches = static_cast<int64_t>(sums[1]);
+  }
+  r.train_loss = batches ? loss_sum / static_cast<double>(batches) : 0;
+  r.images_per_s = t.train_s > 0 ? static_cast<double>(t.images) / t.train_s : 0;
+  trace::Scope ts("evaluate", "eval");
+  evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
+  return r;
+}
+
+// Rank 0 writes --checkpoint: the position to go on from and every generator's state.
+void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch) {
+  if (rank_ != 0 || c_.checkpoint.empty()) return;
+  pos_.epoch = epoch;
+  pos_.batch_in_epoch = batch_in_epoch;
+  pos_.init_seed = static_cast<uint64_t>(c_.seed);
+  pos_.dropout_seed = dropout_gen_.seed();
+  pos_.dropout_offset = dropout_gen_.offset();
+  pos_.model = c_.model;
+  // The other replicas' dropout streams, for a bit-exact resume of --mode dp.
+  pos_.replica_dropout_offsets = dp_ ? dp_->replica_dropout_offsets() : std::vector<uint64_t>{};
+  nn::save_training_checkpoint(c_.checkpoint, *model_, *opt_, pos_);
+}
+
+}  // namespace engine::apps
