@@ -16,9 +16,10 @@
 // generation: re-allocate (flags 0, done = the previous call), re-publish, re-open, free the old
 // one. All ranks grow in the same call because they all call with the same count.
 //
-// Schedule (chunk c is elements [c*C, (c+1)*C) with C = ceil(count/W) rounded up to 4, cut into
-// segments of segment_bytes; block b of the grid owns segments b, b+blocks, ... of every chunk and
-// runs the 2W-1 units below in order, segment after segment):
+// Schedule (comm/ring.h's RingSchedule, its chunks aligned to 4 elements so that every chunk and
+// segment starts 16-byte aligned, cut into segments of segment_bytes; block b of the grid owns
+// segments b, b+blocks, ... of every chunk and runs the 2W-1 units below in order, segment after
+// segment; unit u < 2W-2 moves the chunk the schedule's step u sends):
 //   unit 0            send       next.rs[r]   = local[r]
 //   unit s, 1..W-2    reduce     next.rs[c]   = rs[c] op local[c]        c = r-s
 //   unit W-1          final      local[c] = next.ag[c] = rs[c] op local[c] (/W for AVG), c = r+1

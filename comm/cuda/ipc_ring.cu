@@ -509,11 +509,12 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
                "ipc_ring all_reduce on rank ", rank_,
                ": the buffer is not memory of cuda:", device_);
   Impl& m = *impl_;
-  const ipc::RingGeometry g = ipc::ring_geometry(static_cast<int64_t>(count), world_, m.seg_elems);
+  const RingSchedule sched = ipc::ring_schedule(static_cast<int64_t>(count), rank_, world_);
+  const auto max_chunk = static_cast<int64_t>(sched.max_chunk());  // a multiple of 4
   broken_ = true;  // until this call has succeeded: every throw below leaves the ring broken
   const uint64_t seq = m.seq + 1;
-  if (g.chunk_elems > m.cap_chunk)
-    m.new_generation(*this, round_up(std::max(g.chunk_elems, m.cap_chunk + m.cap_chunk / 2), 4),
+  if (max_chunk > m.cap_chunk)
+    m.new_generation(*this, round_up(std::max(max_chunk, m.cap_chunk + m.cap_chunk / 2), 4),
                      seq - 1);
 
   cudaStream_t stream = cuda::comm_stream(device_);
@@ -532,9 +533,8 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
   a.seq = seq;
   a.timeout_ns = static_cast<uint64_t>(opts_.timeout.count()) * 1000000ull;
   a.count = static_cast<int64_t>(count);
-  a.chunk_elems = g.chunk_elems;
   a.seg_elems = m.seg_elems;
-  a.nseg = g.nseg;
+  a.nseg = static_cast<int64_t>(sched.segments(static_cast<size_t>(m.seg_elems)));
   a.nseg_cap = m.nseg_cap;
   a.rank = rank_;
   a.world = world_;
