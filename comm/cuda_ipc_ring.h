@@ -57,6 +57,7 @@
 #include <string>
 
 #include "comm/deadline.h"
+#include "comm/device_group.h"
 #include "comm/reduce.h"
 #include "comm/store.h"
 #include "core/dtype.h"
@@ -75,7 +76,7 @@ struct IpcRingOptions {
   int blocks = 8;                  // thread blocks of the kernel, at most half the SMs (and 64)
 };
 
-class CudaIpcRing {
+class CudaIpcRing : public DeviceGroup {
  public:
   // Collective over the W ranks of ONE host, rank r using GPU `device`: allocates and exchanges
   // the first (empty) region, so that a peer on another host, an unsupported GPU pair or
@@ -85,13 +86,7 @@ class CudaIpcRing {
   // Waits briefly for next's last call to finish writing into this rank's region, then frees
   // everything; logs failures to stderr, never throws.
   ~CudaIpcRing();
-  CudaIpcRing(const CudaIpcRing&) = delete;
-  CudaIpcRing& operator=(const CudaIpcRing&) = delete;
-
-  int rank() const { return rank_; }
-  int size() const { return world_; }
-  int device() const { return device_; }
-  bool broken() const { return broken_; }
+  // rank(), size(), device(), broken(): DeviceGroup's.
 
   // In place, float32 on device(): SUM, AVG, MAX, MIN, PROD. The kernel waits on the device for
   // `ready` (an event of device(), alive until the call returns) when given, else for all compute
@@ -111,8 +106,6 @@ class CudaIpcRing {
   // Throws unless a call with these arguments may run (not broken, F32, data given).
   void check_call(const void* data, size_t count, DType dtype, ReduceOp op) const;
 
-  int rank_ = 0, world_ = 1, device_ = 0;
-  bool broken_ = false;
   IpcRingOptions opts_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Impl> impl_;
