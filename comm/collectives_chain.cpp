@@ -18,96 +18,75 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/communicator.h"
+#include "comm/algorithms.h"
 #include "core/error.h"
 
 namespace engine::comm {
 
 namespace {
 
-struct Segments {
-  size_t count, seg, n;
-  Segments(size_t count_, size_t seg_) : count(count_), seg(seg_) {
-    n = std::max<size_t>(1, (count + seg - 1) / seg);
-  }
-  Range operator[](size_t k) const {
-    size_t b = std::min(count, k * seg);
-    return {b, std::min(count, b + seg)};
-  }
+// One pass down a chain: receive segment k from `from` (into buf, or reduced into it), forward it
+// to `to`; the chain's head only sends, its tail only receives.
+struct Chain {
+  int from, to;
+  bool receives, sends;
+  bool reduces;  // receives add into buf (reduce) instead of overwriting it (broadcast)
 };
 
-}  // namespace
-
-void Communicator::do_broadcast(void* data, size_t count, DType dt, int root) {
-  Fingerprint fp = begin(CollOp::Broadcast, count, dt, ReduceOp::SUM, root);
-  const int W = size();
-  if (W == 1) return;
-  ENGINE_CHECK(data || count == 0, "broadcast: null buffer");
-  agree(fp);
-  const int v = (rank() - root + W) % W;  // position in the chain
-  const int prev = (rank() - 1 + W) % W, next = (rank() + 1) % W;
-  const size_t es = dtype_size(dt);
-  const Segments segs(count, segment_count(dt));
-  auto* buf = static_cast<std::byte*>(data);
-  Transport& tp = *transport_;
-  const Deadline dl = deadline();
-
-  std::vector<RequestPtr> recvs(segs.n), sends;
-  if (v > 0)
-    for (size_t k = 0; k < segs.n; ++k) {
-      Range r = segs[k];
-      recvs[k] =
-          tp.irecv(prev, Stream::Coll, FrameHeader::data(fp, k, r.size() * es), buf + r.begin * es);
+void run_chain(const CollContext& c, const Chain& ch, std::byte* buf) {
+  const DType dt = c.fp.dtype;
+  const size_t es = dtype_size(dt), count = c.fp.count, seg = c.segment_count();
+  const size_t n = std::max<size_t>(1, (count + seg - 1) / seg);
+  auto range = [&](size_t k) {
+    size_t b = std::min(count, k * seg);
+    return Range{b, std::min(count, b + seg)};
+  };
+  auto header = [&](size_t k) { return FrameHeader::data(c.fp, k, range(k).size() * es); };
+  Transport& tp = c.tp;
+  const Deadline dl = c.deadline();
+  std::vector<RequestPtr> recvs(n), sends;
+  if (ch.receives)
+    for (size_t k = 0; k < n; ++k) {
+      std::byte* dst = buf + range(k).begin * es;
+      recvs[k] = ch.reduces ? tp.irecv_reduce(ch.from, Stream::Coll, header(k), dst, dt, c.fp.redop)
+                            : tp.irecv(ch.from, Stream::Coll, header(k), dst);
     }
-  for (size_t k = 0; k < segs.n; ++k) {
-    if (v > 0) tp.wait(recvs[k], dl);
-    if (v < W - 1) {
-      Range r = segs[k];
-      sends.push_back(tp.isend(next, Stream::Coll, FrameHeader::data(fp, k, r.size() * es),
-                               buf + r.begin * es));
-    }
+  for (size_t k = 0; k < n; ++k) {
+    if (ch.receives) tp.wait(recvs[k], dl);
+    if (ch.sends)
+      sends.push_back(tp.isend(ch.to, Stream::Coll, header(k), buf + range(k).begin * es));
   }
   for (auto& s : sends) tp.wait(s, dl);
 }
 
-void Communicator::do_reduce(void* data, size_t count, DType dt, ReduceOp op, int root) {
-  Fingerprint fp = begin(CollOp::Reduce, count, dt, op, root);
-  const int W = size();
-  if (W == 1) return;
-  ENGINE_CHECK(data || count == 0, "reduce: null buffer");
-  agree(fp);
-  const int v = (rank() - root + W) % W;
-  const int from = (rank() + 1) % W, to = (rank() - 1 + W) % W;  // the chain runs v+1 -> v
-  const size_t es = dtype_size(dt);
-  const Segments segs(count, segment_count(dt));
-  Transport& tp = *transport_;
-  const Deadline dl = deadline();
+}  // namespace
 
+void chain_broadcast(const CollContext& c, void* data) {
+  const int W = c.world(), r = c.rank();
+  if (W == 1) return;
+  ENGINE_CHECK(data || c.fp.count == 0, "broadcast: null buffer");
+  agree(c);
+  const int v = (r - c.fp.root + W) % W;  // position in the chain
+  run_chain(c, {(r - 1 + W) % W, (r + 1) % W, v > 0, v < W - 1, false},
+            static_cast<std::byte*>(data));
+}
+
+void chain_reduce(const CollContext& c, void* data) {
+  const int W = c.world(), r = c.rank();
+  if (W == 1) return;
+  ENGINE_CHECK(data || c.fp.count == 0, "reduce: null buffer");
+  agree(c);
+  const int v = (r - c.fp.root + W) % W;  // the chain runs v+1 -> v
   // The root accumulates in place; the chain's tail sends its own buffer; the others accumulate in
   // a scratch copy so that their buffer stays unchanged.
   std::vector<std::byte> scratch;
   auto* acc = static_cast<std::byte*>(data);
   if (v > 0 && v < W - 1) {
-    scratch.assign(acc, acc + count * es);
+    scratch.assign(acc, acc + c.fp.count * dtype_size(c.fp.dtype));
     acc = scratch.data();
   }
-  std::vector<RequestPtr> recvs(segs.n), sends;
-  if (v < W - 1)
-    for (size_t k = 0; k < segs.n; ++k) {
-      Range r = segs[k];
-      recvs[k] = tp.irecv_reduce(from, Stream::Coll, FrameHeader::data(fp, k, r.size() * es),
-                                 acc + r.begin * es, dt, op);
-    }
-  for (size_t k = 0; k < segs.n; ++k) {
-    if (v < W - 1) tp.wait(recvs[k], dl);
-    if (v > 0) {
-      Range r = segs[k];
-      sends.push_back(
-          tp.isend(to, Stream::Coll, FrameHeader::data(fp, k, r.size() * es), acc + r.begin * es));
-    }
-  }
-  for (auto& s : sends) tp.wait(s, dl);
-  if (v == 0 && op == ReduceOp::AVG) divide_by(data, count, dt, W);
+  run_chain(c, {(r + 1) % W, (r - 1 + W) % W, v<W - 1, v> 0, true}, acc);
+  if (v == 0 && c.fp.redop == ReduceOp::AVG) divide_by(data, c.fp.count, c.fp.dtype, W);
 }
 
 }  // namespace engine::comm

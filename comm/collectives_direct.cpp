@@ -13,75 +13,68 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/communicator.h"
+#include "comm/algorithms.h"
 #include "core/error.h"
 
 namespace engine::comm {
 
-void Communicator::agree(const Fingerprint& fp) {
-  const int W = size();
-  Transport& tp = *transport_;
-  const Deadline dl = deadline();
+void agree(const CollContext& c) {
+  const int W = c.world(), r = c.rank();
+  const Deadline dl = c.deadline();
   // Steps above any data message index, so a desynchronised schedule is caught too.
   uint32_t step = 0xFFFF0000u;
   for (int d = 1; d < W; d *= 2, ++step) {
-    FrameHeader h = FrameHeader::data(fp, step, 0);
-    auto s = tp.isend((rank() + d) % W, Stream::Coll, h, nullptr);
-    auto r = tp.irecv((rank() - d + W) % W, Stream::Coll, h, nullptr);
-    tp.wait(r, dl);
-    tp.wait(s, dl);
+    FrameHeader h = FrameHeader::data(c.fp, step, 0);
+    auto s = c.tp.isend((r + d) % W, Stream::Coll, h, nullptr);
+    auto rv = c.tp.irecv((r - d + W) % W, Stream::Coll, h, nullptr);
+    c.tp.wait(rv, dl);
+    c.tp.wait(s, dl);
   }
 }
 
-void Communicator::do_barrier() {
-  Fingerprint fp = begin(CollOp::Barrier, 0, DType::F32, ReduceOp::SUM, -1);
-  agree(fp);
+void barrier(const CollContext& c) {
+  agree(c);
 }
 
-void Communicator::do_gather(const void* in, void* out, size_t count, DType dt, int root) {
-  Fingerprint fp = begin(CollOp::Gather, count, dt, ReduceOp::SUM, root);
-  const size_t nbytes = count * dtype_size(dt);
-  if (rank() == root && nbytes) {
-    auto* o = static_cast<std::byte*>(out) + rank() * nbytes;
-    if (o != in) std::memcpy(o, in, nbytes);
+namespace {
+
+// The root's own part moves by memcpy between its `mine` (count elements) and its slot of `all`
+// (world * count); the others' parts travel: gather receives them into `all` at the root, scatter
+// sends them from it. A non-root rank sends (gather) or receives (scatter) `mine` alone.
+void run_direct(const CollContext& c, bool to_root, std::byte* all, std::byte* mine) {
+  const int root = c.fp.root, W = c.world();
+  const size_t nbytes = c.fp.count * dtype_size(c.fp.dtype);
+  if (c.rank() == root && nbytes) {
+    std::byte* slot = all + c.rank() * nbytes;
+    if (slot != mine) to_root ? std::memcpy(slot, mine, nbytes) : std::memcpy(mine, slot, nbytes);
   }
-  if (size() == 1) return;
-  agree(fp);
-  Transport& tp = *transport_;
-  const Deadline dl = deadline();
-  FrameHeader h = FrameHeader::data(fp, 0, nbytes);
-  if (rank() != root) {
-    tp.wait(tp.isend(root, Stream::Coll, h, in), dl);
+  if (W == 1) return;
+  agree(c);
+  Transport& tp = c.tp;
+  const Deadline dl = c.deadline();
+  FrameHeader h = FrameHeader::data(c.fp, 0, nbytes);
+  if (c.rank() != root) {
+    tp.wait(to_root ? tp.isend(root, Stream::Coll, h, mine) : tp.irecv(root, Stream::Coll, h, mine),
+            dl);
     return;
   }
-  std::vector<RequestPtr> recvs;
-  for (int p = 0; p < size(); ++p)
+  std::vector<RequestPtr> reqs;
+  for (int p = 0; p < W; ++p)
     if (p != root)
-      recvs.push_back(tp.irecv(p, Stream::Coll, h, static_cast<std::byte*>(out) + p * nbytes));
-  for (auto& r : recvs) tp.wait(r, dl);
+      reqs.push_back(to_root ? tp.irecv(p, Stream::Coll, h, all + p * nbytes)
+                             : tp.isend(p, Stream::Coll, h, all + p * nbytes));
+  for (auto& q : reqs) tp.wait(q, dl);
 }
 
-void Communicator::do_scatter(const void* in, void* out, size_t count, DType dt, int root) {
-  Fingerprint fp = begin(CollOp::Scatter, count, dt, ReduceOp::SUM, root);
-  const size_t nbytes = count * dtype_size(dt);
-  if (rank() == root && nbytes) {
-    auto* i = static_cast<const std::byte*>(in) + rank() * nbytes;
-    if (i != out) std::memcpy(out, i, nbytes);
-  }
-  if (size() == 1) return;
-  agree(fp);
-  Transport& tp = *transport_;
-  const Deadline dl = deadline();
-  FrameHeader h = FrameHeader::data(fp, 0, nbytes);
-  if (rank() != root) {
-    tp.wait(tp.irecv(root, Stream::Coll, h, out), dl);
-    return;
-  }
-  std::vector<RequestPtr> sends;
-  for (int p = 0; p < size(); ++p)
-    if (p != root)
-      sends.push_back(tp.isend(p, Stream::Coll, h, static_cast<const std::byte*>(in) + p * nbytes));
-  for (auto& s : sends) tp.wait(s, dl);
+}  // namespace
+
+void direct_gather(const CollContext& c, const void* in, void* out) {
+  run_direct(c, true, static_cast<std::byte*>(out), static_cast<std::byte*>(const_cast<void*>(in)));
+}
+
+void direct_scatter(const CollContext& c, const void* in, void* out) {
+  run_direct(c, false, static_cast<std::byte*>(const_cast<void*>(in)),
+             static_cast<std::byte*>(out));
 }
 
 }  // namespace engine::comm

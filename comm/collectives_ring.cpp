@@ -13,139 +13,161 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/communicator.h"
+#include "comm/algorithms.h"
 #include "core/error.h"
 
 namespace engine::comm {
 
-struct Communicator::RingJob {
-  RingSchedule sched;
-  std::byte* buf = nullptr;
-  DType dtype = DType::F32;
-  ReduceOp op = ReduceOp::SUM;
-  bool reduce_scatter = true;  // run the reduce-scatter phase
-  bool all_gather = true;      // run the all-gather phase
-  Fingerprint fp;
+namespace {
+
+struct RingStep {
+  RingPhase phase;
+  int s;  // within the phase
 };
 
-void Communicator::run_ring(const RingJob& job) {
-  const RingSchedule& S = job.sched;
-  const int W = S.world();
-  if (W == 1) return;
-  const size_t es = dtype_size(job.dtype);
-  const size_t seg = segment_count(job.dtype);
-  const size_t nseg = S.segments(seg);
-  const bool avg = job.op == ReduceOp::AVG;
-
-  struct Step {
-    RingPhase phase;
-    int s;
-  };
-  std::vector<Step> steps;
-  if (job.reduce_scatter)
-    for (int s = 0; s < W - 1; ++s) steps.push_back({RingPhase::ReduceScatter, s});
-  if (job.all_gather)
-    for (int s = 0; s < W - 1; ++s) steps.push_back({RingPhase::AllGather, s});
-  const size_t T = steps.size() * nseg;  // transfers: (step, segment), step-major
-
-  Transport& tp = *transport_;
-  const Deadline dl = deadline();
-  auto seg_of = [&](size_t t, bool sending) {
-    const Step& st = steps[t / nseg];
-    int c = sending ? S.send_chunk(st.phase, st.s) : S.recv_chunk(st.phase, st.s);
-    return S.segment(c, t % nseg, seg);
-  };
-
-  std::vector<RequestPtr> recvs(T), sends(T);
-  for (size_t t = 0; t < T; ++t) {
-    Range r = seg_of(t, false);
-    FrameHeader h = FrameHeader::data(job.fp, static_cast<uint32_t>(t), r.size() * es);
-    std::byte* dst = job.buf + r.begin * es;
-    recvs[t] = steps[t / nseg].phase == RingPhase::ReduceScatter
-                   ? tp.irecv_reduce(S.left(), Stream::Coll, h, dst, job.dtype, job.op)
-                   : tp.irecv(S.left(), Stream::Coll, h, dst);
+// One run of the ring over a buffer: the schedule, and which phases run.
+class RingRun {
+ public:
+  RingRun(const CollContext& c, const RingSchedule& sched, std::byte* buf, bool reduce_scatter,
+          bool all_gather)
+      : c_(c),
+        S_(sched),
+        buf_(buf),
+        es_(dtype_size(c.fp.dtype)),
+        seg_(c.segment_count()),
+        nseg_(sched.segments(seg_)),
+        rs_(reduce_scatter),
+        ag_(all_gather),
+        dl_(c.deadline()) {
+    const int W = S_.world();
+    if (rs_)
+      for (int s = 0; s < W - 1; ++s) steps_.push_back({RingPhase::ReduceScatter, s});
+    if (ag_)
+      for (int s = 0; s < W - 1; ++s) steps_.push_back({RingPhase::AllGather, s});
   }
 
-  auto observe = [&](size_t step_index) {
-    if (!observer_) return;
-    const Step& st = steps[step_index];
-    RingStepInfo info;
-    info.rank = S.rank();
-    info.world = W;
-    info.phase = st.phase;
-    info.step = st.s;
-    info.left = S.left();
-    info.right = S.right();
-    info.send_chunk = S.send_chunk(st.phase, st.s);
-    info.recv_chunk = S.recv_chunk(st.phase, st.s);
-    info.sent = S.chunk(info.send_chunk);
-    info.received = S.chunk(info.recv_chunk);
-    info.buffer = job.buf;
-    info.count = S.count();
-    info.dtype = job.dtype;
-    observer_->on_step(info);
-  };
-  auto wait_recv = [&](size_t t) {
-    tp.wait(recvs[t], dl);
-    if (t % nseg == nseg - 1) observe(t / nseg);
-  };
+  void run();
 
-  for (size_t t = 0; t < T; ++t) {
-    if (t >= nseg) wait_recv(t - nseg);  // segment k of the previous step is complete
-    Range r = seg_of(t, true);
-    std::byte* src = job.buf + r.begin * es;
-    const Step& st = steps[t / nseg];
-    // AVG: the owner divides its finished chunk once, before it travels round the ring.
-    if (avg && job.reduce_scatter && st.phase == RingPhase::AllGather && st.s == 0)
-      divide_by(src, r.size(), job.dtype, W);
-    FrameHeader h = FrameHeader::data(job.fp, static_cast<uint32_t>(t), r.size() * es);
-    sends[t] = tp.isend(S.right(), Stream::Coll, h, src);
+ private:
+  // Transfers are (step, segment) pairs, step-major: t = step * nseg + segment.
+  Range segment_of(size_t t, bool sending) const {
+    const RingStep& st = steps_[t / nseg_];
+    int ch = sending ? S_.send_chunk(st.phase, st.s) : S_.recv_chunk(st.phase, st.s);
+    return S_.segment(ch, t % nseg_, seg_);
   }
-  for (size_t t = T - nseg; t < T; ++t) wait_recv(t);
-  for (auto& s : sends) tp.wait(s, dl);
+  FrameHeader header(size_t t, const Range& r) const {
+    return FrameHeader::data(c_.fp, static_cast<uint32_t>(t), r.size() * es_);
+  }
+  void post_receives();
+  void send(size_t t);
+  void wait_recv(size_t t);
+  void observe(size_t step_index) const;
 
-  if (avg && !job.all_gather) {
-    Range own = S.chunk(S.owned_chunk());
-    divide_by(job.buf + own.begin * es, own.size(), job.dtype, W);
+  const CollContext& c_;
+  const RingSchedule& S_;
+  std::byte* buf_;
+  size_t es_, seg_, nseg_;
+  bool rs_, ag_;
+  Deadline dl_;
+  std::vector<RingStep> steps_;
+  std::vector<RequestPtr> recvs_, sends_;
+};
+
+void RingRun::run() {
+  const size_t T = steps_.size() * nseg_;
+  post_receives();
+  sends_.resize(T);
+  for (size_t t = 0; t < T; ++t) {
+    if (t >= nseg_) wait_recv(t - nseg_);  // segment k of the previous step is complete
+    send(t);
+  }
+  for (size_t t = T - nseg_; t < T; ++t) wait_recv(t);
+  for (auto& s : sends_) c_.tp.wait(s, dl_);
+  if (c_.fp.redop == ReduceOp::AVG && !ag_) {
+    Range own = S_.chunk(S_.owned_chunk());
+    divide_by(buf_ + own.begin * es_, own.size(), c_.fp.dtype, S_.world());
   }
 }
 
-void Communicator::do_all_reduce(void* data, size_t count, DType dt, ReduceOp op) {
-  Fingerprint fp = begin(CollOp::AllReduce, count, dt, op, -1);
-  ENGINE_CHECK(data || count == 0, "all_reduce: null buffer");
-  RingJob job{RingSchedule(rank(), size(), count, 0),
-              static_cast<std::byte*>(data),
-              dt,
-              op,
-              true,
-              true,
-              fp};
-  run_ring(job);
+void RingRun::post_receives() {
+  recvs_.resize(steps_.size() * nseg_);
+  for (size_t t = 0; t < recvs_.size(); ++t) {
+    Range r = segment_of(t, false);
+    std::byte* dst = buf_ + r.begin * es_;
+    recvs_[t] = steps_[t / nseg_].phase == RingPhase::ReduceScatter
+                    ? c_.tp.irecv_reduce(S_.left(), Stream::Coll, header(t, r), dst, c_.fp.dtype,
+                                         c_.fp.redop)
+                    : c_.tp.irecv(S_.left(), Stream::Coll, header(t, r), dst);
+  }
 }
 
-void Communicator::do_all_gather(const void* in, void* out, size_t count, DType dt) {
-  Fingerprint fp = begin(CollOp::AllGather, count, dt, ReduceOp::SUM, -1);
+void RingRun::send(size_t t) {
+  Range r = segment_of(t, true);
+  std::byte* src = buf_ + r.begin * es_;
+  const RingStep& st = steps_[t / nseg_];
+  // AVG: the owner divides its finished chunk once, before it travels round the ring.
+  if (c_.fp.redop == ReduceOp::AVG && rs_ && st.phase == RingPhase::AllGather && st.s == 0)
+    divide_by(src, r.size(), c_.fp.dtype, S_.world());
+  sends_[t] = c_.tp.isend(S_.right(), Stream::Coll, header(t, r), src);
+}
+
+void RingRun::wait_recv(size_t t) {
+  c_.tp.wait(recvs_[t], dl_);
+  if (t % nseg_ == nseg_ - 1) observe(t / nseg_);
+}
+
+void RingRun::observe(size_t step_index) const {
+  if (!c_.observer) return;
+  const RingStep& st = steps_[step_index];
+  RingStepInfo info;
+  info.rank = S_.rank();
+  info.world = S_.world();
+  info.phase = st.phase;
+  info.step = st.s;
+  info.left = S_.left();
+  info.right = S_.right();
+  info.send_chunk = S_.send_chunk(st.phase, st.s);
+  info.recv_chunk = S_.recv_chunk(st.phase, st.s);
+  info.sent = S_.chunk(info.send_chunk);
+  info.received = S_.chunk(info.recv_chunk);
+  info.buffer = buf_;
+  info.count = S_.count();
+  info.dtype = c_.fp.dtype;
+  c_.observer->on_step(info);
+}
+
+void run_ring(const CollContext& c, const RingSchedule& sched, std::byte* buf, bool reduce_scatter,
+              bool all_gather) {
+  if (sched.world() == 1) return;
+  RingRun(c, sched, buf, reduce_scatter, all_gather).run();
+}
+
+}  // namespace
+
+void ring_all_reduce(const CollContext& c, void* data) {
+  ENGINE_CHECK(data || c.fp.count == 0, "all_reduce: null buffer");
+  run_ring(c, RingSchedule(c.rank(), c.world(), c.fp.count, 0), static_cast<std::byte*>(data), true,
+           true);
+}
+
+void ring_all_gather(const CollContext& c, const void* in, void* out) {
+  const size_t count = c.fp.count;
   ENGINE_CHECK((in && out) || count == 0, "all_gather: null buffer");
-  const size_t nbytes = count * dtype_size(dt);
+  const size_t nbytes = count * dtype_size(c.fp.dtype);
   auto* o = static_cast<std::byte*>(out);
-  if (nbytes && o + rank() * nbytes != in) std::memcpy(o + rank() * nbytes, in, nbytes);
-  RingJob job{
-      RingSchedule(rank(), size(), count * size(), -1), o, dt, ReduceOp::SUM, false, true, fp};
-  run_ring(job);
+  if (nbytes && o + c.rank() * nbytes != in) std::memcpy(o + c.rank() * nbytes, in, nbytes);
+  run_ring(c, RingSchedule(c.rank(), c.world(), count * c.world(), -1), o, false, true);
 }
 
-void Communicator::do_reduce_scatter(const void* in, void* out, size_t count, DType dt,
-                                     ReduceOp op) {
-  Fingerprint fp = begin(CollOp::ReduceScatter, count, dt, op, -1);
+void ring_reduce_scatter(const CollContext& c, const void* in, void* out) {
+  const size_t count = c.fp.count;
   ENGINE_CHECK((in && out) || count == 0, "reduce_scatter: null buffer");
-  const size_t nbytes = count * dtype_size(dt);
+  const size_t nbytes = count * dtype_size(c.fp.dtype);
   // Work on a copy: the input stays as it was.
-  std::vector<std::byte> work(nbytes * size());
+  std::vector<std::byte> work(nbytes * c.world());
   if (nbytes) std::memcpy(work.data(), in, work.size());
-  RingJob job{
-      RingSchedule(rank(), size(), count * size(), -1), work.data(), dt, op, true, false, fp};
-  run_ring(job);
-  if (nbytes) std::memcpy(out, work.data() + rank() * nbytes, nbytes);
+  run_ring(c, RingSchedule(c.rank(), c.world(), count * c.world(), -1), work.data(), true, false);
+  if (nbytes) std::memcpy(out, work.data() + c.rank() * nbytes, nbytes);
 }
 
 }  // namespace engine::comm

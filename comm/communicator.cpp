@@ -1,13 +1,11 @@
 // comm/communicator.cpp: the Communicator's execution (inline or on the communication thread, in
-// call order) and point-to-point messages. The algorithms live in collectives_ring.cpp,
-// collectives_chain.cpp and collectives_direct.cpp; the Tensor overloads in
+// call order), its collectives on raw host buffers (the algorithms of comm/algorithms.h) and
+// point-to-point messages. The Tensor overloads and the backends' choice are in
 // communicator_tensor.cpp.
 #include "comm/communicator.h"
 
 #include <cstdio>
 
-#include "comm/cuda_ipc_ring.h"  // complete types for the members
-#include "comm/nccl_communicator.h"
 #include "core/error.h"
 
 namespace engine::comm {
@@ -111,10 +109,6 @@ void Communicator::set_segment_bytes(size_t nbytes) {
   opts_.segment_bytes = nbytes;
 }
 
-size_t Communicator::segment_count(DType dt) const {
-  return std::max<size_t>(1, opts_.segment_bytes / dtype_size(dt));
-}
-
 void Communicator::run(const std::function<void()>& fn) {
   auto guarded = [&] {
     try {
@@ -201,7 +195,7 @@ Work Communicator::submit(std::function<void(Communicator&)> fn) {
   return enqueue([this, fn = std::move(fn)] { fn(*this); });
 }
 
-Fingerprint Communicator::begin(CollOp op, size_t count, DType dtype, ReduceOp redop, int root) {
+CollContext Communicator::call(CollOp op, size_t count, DType dtype, ReduceOp redop, int root) {
   Fingerprint f;
   f.seq = ++seq_;
   f.op = op;
@@ -209,7 +203,7 @@ Fingerprint Communicator::begin(CollOp op, size_t count, DType dtype, ReduceOp r
   f.dtype = dtype;
   f.redop = redop;
   f.root = root;
-  return f;
+  return CollContext{*transport_, f, opts_.timeout, opts_.segment_bytes, observer_};
 }
 
 void Communicator::check_root(int root, const char* what) const {
@@ -222,60 +216,63 @@ void Communicator::check_root(int root, const char* what) const {
 
 void Communicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
   check_reduce_supported(dtype, op);
-  run([&] { do_all_reduce(data, count, dtype, op); });
+  run([&] { ring_all_reduce(call(CollOp::AllReduce, count, dtype, op, -1), data); });
 }
 
 void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
   check_root(root, "broadcast");
-  run([&] { do_broadcast(data, count, dtype, root); });
+  run([&] { chain_broadcast(call(CollOp::Broadcast, count, dtype, ReduceOp::SUM, root), data); });
 }
 
 void Communicator::reduce(void* data, size_t count, DType dtype, ReduceOp op, int root) {
   check_root(root, "reduce");
   check_reduce_supported(dtype, op);
-  run([&] { do_reduce(data, count, dtype, op, root); });
+  run([&] { chain_reduce(call(CollOp::Reduce, count, dtype, op, root), data); });
 }
 
 void Communicator::all_gather(const void* in, void* out, size_t count, DType dtype) {
-  run([&] { do_all_gather(in, out, count, dtype); });
+  run([&] { ring_all_gather(call(CollOp::AllGather, count, dtype, ReduceOp::SUM, -1), in, out); });
 }
 
 void Communicator::gather(const void* in, void* out, size_t count, DType dtype, int root) {
   check_root(root, "gather");
   ENGINE_CHECK(rank() != root || out || count == 0, "gather: the root needs an output buffer");
-  run([&] { do_gather(in, out, count, dtype, root); });
+  run([&] { direct_gather(call(CollOp::Gather, count, dtype, ReduceOp::SUM, root), in, out); });
 }
 
 void Communicator::scatter(const void* in, void* out, size_t count, DType dtype, int root) {
   check_root(root, "scatter");
   ENGINE_CHECK(rank() != root || in || count == 0, "scatter: the root needs an input buffer");
-  run([&] { do_scatter(in, out, count, dtype, root); });
+  run([&] { direct_scatter(call(CollOp::Scatter, count, dtype, ReduceOp::SUM, root), in, out); });
 }
 
 void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
                                   ReduceOp op) {
   check_reduce_supported(dtype, op);
-  run([&] { do_reduce_scatter(in, out, count, dtype, op); });
+  run([&] { ring_reduce_scatter(call(CollOp::ReduceScatter, count, dtype, op, -1), in, out); });
 }
 
 void Communicator::barrier() {
-  run([&] { do_barrier(); });
+  run([&] { comm::barrier(call(CollOp::Barrier, 0, DType::F32, ReduceOp::SUM, -1)); });
 }
 
 Work Communicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
   check_reduce_supported(dtype, op);
-  return enqueue([=, this] { do_all_reduce(data, count, dtype, op); });
+  return enqueue(
+      [=, this] { ring_all_reduce(call(CollOp::AllReduce, count, dtype, op, -1), data); });
 }
 
 Work Communicator::broadcast_async(void* data, size_t count, DType dtype, int root) {
   check_root(root, "broadcast");
-  return enqueue([=, this] { do_broadcast(data, count, dtype, root); });
+  return enqueue([=, this] {
+    chain_broadcast(call(CollOp::Broadcast, count, dtype, ReduceOp::SUM, root), data);
+  });
 }
 
 Work Communicator::reduce_async(void* data, size_t count, DType dtype, ReduceOp op, int root) {
   check_root(root, "reduce");
   check_reduce_supported(dtype, op);
-  return enqueue([=, this] { do_reduce(data, count, dtype, op, root); });
+  return enqueue([=, this] { chain_reduce(call(CollOp::Reduce, count, dtype, op, root), data); });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,11 @@
 //
 // Async: the *_async calls and submit() queue work on a communication thread that this object owns;
 // queued work and synchronous calls run in the order they were called. Work::wait() rethrows.
+//
+// A facade: it numbers the calls and makes their fingerprints, runs them in order (inline or on
+// the communication thread), owns point-to-point, and hands each collective to an algorithm
+// (comm/algorithms.h: raw host buffers) or to the backend of the tensors' device (comm/backend.h:
+// host for CPU tensors; staged, ipc or nccl for CUDA tensors).
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -23,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include "comm/algorithms.h"
+#include "comm/backend.h"
 #include "comm/deadline.h"
 #include "comm/frame.h"
 #include "comm/reduce.h"
@@ -32,14 +39,7 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 
-namespace engine::cuda {
-class Event;
-}
-
 namespace engine::comm {
-
-class NcclCommunicator;
-class CudaIpcRing;
 
 struct CommOptions {
   Millis timeout{300000};
@@ -150,11 +150,16 @@ class Communicator {
   //           and transports above, and the results are copied back; compute waits for that copy.
   // Every path returns with the result in place (the host waited for it, bounded by the timeout),
   // and runs in call order with the other collectives. isend/irecv take CPU tensors only.
+  // Both build their backend (comm/backend.h) and hand it to set_backend for CUDA tensors.
   void attach_nccl(std::unique_ptr<NcclCommunicator> nccl);
   void attach_ipc_ring(std::unique_ptr<CudaIpcRing> ring);
+  // The backend for tensors of one device kind (the defaults: host for CPU, staged for CUDA).
+  // Between collectives only: not while work is queued.
+  void set_backend(DeviceKind kind, std::unique_ptr<Backend> backend);
   // "nccl", "ipc" or "staged": how all_reduce moves a float32 CUDA tensor.
-  std::string cuda_path() const;
-  NcclCommunicator* nccl() { return nccl_.get(); }
+  std::string cuda_path() const { return cuda_->name(); }
+  // The attached NCCL communicator, or null (gradient sync queues on it directly).
+  NcclCommunicator* nccl() { return nccl_; }
   // all_reduce of a CUDA tensor that waits on the device only for `ready` (an event of the
   // tensor's device) instead of for all compute work queued before the call: gradient sync
   // starts a bucket once its own gradients are written, while backward goes on.
@@ -172,35 +177,17 @@ class Communicator {
   void run(const std::function<void()>& fn);
   Work enqueue(std::function<void()> fn);
   void worker_loop();
-  // Starts one collective: checks the communicator is usable, takes the next sequence number.
-  Fingerprint begin(CollOp op, size_t count, DType dtype, ReduceOp redop, int root);
-  Deadline deadline() const { return Deadline::after(opts_.timeout); }
-  size_t segment_count(DType dt) const;
+  // Starts one collective on the executing thread: the next sequence number, the fingerprint
+  // (count: elements per rank) and the context the algorithms and backends run with.
+  CollContext call(CollOp op, size_t count, DType dtype, ReduceOp redop, int root);
   void check_root(int root, const char* what) const;
-
-  // Algorithms (collectives_*.cpp).
-  struct RingJob;
-  void run_ring(const RingJob& job);
-  void do_all_reduce(void* data, size_t count, DType dt, ReduceOp op);
-  void do_all_gather(const void* in, void* out, size_t count, DType dt);
-  void do_reduce_scatter(const void* in, void* out, size_t count, DType dt, ReduceOp op);
-  void do_broadcast(void* data, size_t count, DType dt, int root);
-  void do_reduce(void* data, size_t count, DType dt, ReduceOp op, int root);
-  void do_gather(const void* in, void* out, size_t count, DType dt, int root);
-  void do_scatter(const void* in, void* out, size_t count, DType dt, int root);
-  void do_barrier();
-  // Dissemination exchange of fp: returns once every rank is known to call the same collective.
-  void agree(const Fingerprint& fp);
+  // The backend for a call's tensors: the CUDA one when any of them is on a CUDA device.
+  Backend& backend_for(const Tensor& a, const Tensor& b = Tensor()) const;
   Work post_p2p(bool is_send, void* data, size_t count, DType dt, int peer, int tag);
-  // CUDA tensors (communicator_tensor.cpp).
-  struct Staged;
-  void run_staged(std::vector<Staged>& tensors, const cuda::Event* ready,
-                  const std::function<void()>& fn);
-  void cuda_all_reduce(const Tensor& t, ReduceOp op, const cuda::Event* ready);
-  std::unique_ptr<NcclCommunicator> nccl_;
-  std::unique_ptr<CudaIpcRing> ipc_;
-  void* pinned_ = nullptr;  // staging buffer (pinned host memory), grown on demand
-  size_t pinned_bytes_ = 0;
+
+  std::unique_ptr<Backend> host_ = make_host_backend();
+  std::unique_ptr<Backend> cuda_ = make_staged_backend();
+  NcclCommunicator* nccl_ = nullptr;  // cuda_'s, when attach_nccl() made it
 
   std::shared_ptr<Transport> transport_;
   CommOptions opts_;

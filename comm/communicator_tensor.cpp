@@ -1,22 +1,12 @@
-// comm/communicator_tensor.cpp: the Communicator's Tensor overloads. A CPU tensor goes straight to
-// the raw-buffer call; a CUDA tensor takes one of three paths (communicator.h): NCCL, the CUDA IPC
-// ring, or staging through pinned host memory around the raw-buffer call.
-#include <algorithm>
-
+// comm/communicator_tensor.cpp: the Communicator's Tensor overloads. Each checks its tensors, then
+// hands the call to the backend of their device (comm/backend.h): host for CPU tensors, and for
+// CUDA tensors the one attached (nccl, ipc) or staged through pinned host memory.
 #include "comm/communicator.h"
 #include "comm/cuda_ipc_ring.h"
 #include "comm/nccl_communicator.h"
-#include "core/cuda_backend.h"
 #include "core/error.h"
 
 namespace engine::comm {
-
-// One tensor of a staged collective: downloaded before it (in), uploaded after it (out).
-struct Communicator::Staged {
-  Tensor t;  // undefined: no buffer on this rank (gather off root, ...)
-  bool in = false, out = false;
-  void* host = nullptr;  // where the collective sees it
-};
 
 namespace {
 
@@ -32,149 +22,77 @@ bool on_cuda(const Tensor& t) {
   return t.defined() && t.device().is_cuda();
 }
 
-size_t round_up(size_t n, size_t q) {
-  return (n + q - 1) / q * q;
+// in holds size() x out's elements (reduce_scatter; gather and scatter at the root).
+void check_parts(const Tensor& whole, const Tensor& part, int world, const char* what) {
+  ENGINE_CHECK(whole.dtype() == part.dtype() && numel(whole) == numel(part) * world, what,
+               " must hold ", world, " x ", numel(part), " ", dtype_name(part.dtype()));
 }
 
 }  // namespace
 
 Communicator::~Communicator() {
   shutdown();
-  // NCCL and IPC resources go before the staging buffer; none of them throws.
-  nccl_.reset();
-  ipc_.reset();
-  if (pinned_) {
-    try {
-      cuda::free_pinned(pinned_);
-    } catch (const std::exception&) {
-      // at exit the driver may be gone first
-    }
+  // The CUDA backend (NCCL, IPC resources, the staging buffer) goes first; none of them throws.
+  nccl_ = nullptr;
+  cuda_.reset();
+}
+
+void Communicator::set_backend(DeviceKind kind, std::unique_ptr<Backend> backend) {
+  ENGINE_CHECK(backend, "set_backend on rank ", rank(), ": no backend");
+  if (kind == DeviceKind::CPU) {
+    host_ = std::move(backend);
+    return;
   }
+  nccl_ = nullptr;
+  cuda_ = std::move(backend);
 }
 
 void Communicator::attach_nccl(std::unique_ptr<NcclCommunicator> nccl) {
   ENGINE_CHECK(nccl && nccl->rank() == rank() && nccl->size() == size(), "attach_nccl on rank ",
                rank(), ": the NCCL communicator must span the same ranks");
-  nccl_ = std::move(nccl);
+  NcclCommunicator* raw = nccl.get();
+  set_backend(DeviceKind::CUDA, make_nccl_backend(std::move(nccl)));
+  nccl_ = raw;
 }
 
 void Communicator::attach_ipc_ring(std::unique_ptr<CudaIpcRing> ring) {
   ENGINE_CHECK(ring && ring->rank() == rank() && ring->size() == size(), "attach_ipc_ring on rank ",
                rank(), ": the IPC ring must span the same ranks");
-  ipc_ = std::move(ring);
+  set_backend(DeviceKind::CUDA, make_ipc_backend(std::move(ring)));
 }
 
-std::string Communicator::cuda_path() const {
-  if (nccl_) return "nccl";
-  if (ipc_) return "ipc";
-  return "staged";
-}
-
-// Inside run(): the staging buffer is used by one collective at a time, in call order, on
-// whichever thread executes it; the nested raw-buffer calls of fn run inline.
-void Communicator::run_staged(std::vector<Staged>& ts, const cuda::Event* ready,
-                              const std::function<void()>& fn) {
-  int dev = -1;
-  size_t total = 0;
-  for (const Staged& s : ts) {
-    if (!on_cuda(s.t)) continue;
-    ENGINE_CHECK(dev < 0 || dev == s.t.device().index, "comm on rank ", rank(),
-                 ": one collective's CUDA tensors must share a device (cuda:", dev, " and ",
-                 s.t.device().str(), ")");
-    dev = s.t.device().index;
-    total += round_up(s.t.nbytes(), 64);
-  }
-  if (dev < 0) {  // all on the CPU: the raw-buffer call as it is
-    for (Staged& s : ts) s.host = s.t.defined() ? s.t.raw_data() : nullptr;
-    fn();
-    return;
-  }
-  run([&] {
-    if (pinned_bytes_ < total) {
-      cuda::free_pinned(pinned_);
-      pinned_ = nullptr;
-      pinned_bytes_ = 0;
-      pinned_ = cuda::alloc_pinned(total);
-      pinned_bytes_ = total;
-    }
-    char* p = static_cast<char*>(pinned_);
-    for (Staged& s : ts) {
-      if (!on_cuda(s.t)) {
-        s.host = s.t.defined() ? s.t.raw_data() : nullptr;
-        continue;
-      }
-      s.host = p;
-      p += round_up(s.t.nbytes(), 64);
-    }
-    // Device -> host on the comm stream, once the tensors are written.
-    cuda::comm_after(dev, ready);
-    for (Staged& s : ts)
-      if (on_cuda(s.t) && s.in)
-        cuda::copy_async(s.host, Device::cpu(), s.t.raw_data(), s.t.device(), s.t.nbytes(), dev,
-                         cuda::Stream::Comm);
-    cuda::synchronize(dev, cuda::Stream::Comm);
-    fn();
-    bool uploaded = false;
-    for (Staged& s : ts)
-      if (on_cuda(s.t) && s.out) {
-        cuda::copy_async(s.t.raw_data(), s.t.device(), s.host, Device::cpu(), s.t.nbytes(), dev,
-                         cuda::Stream::Comm);
-        uploaded = true;
-      }
-    if (uploaded) {
-      cuda::Event::record(dev, cuda::Stream::Comm).block(cuda::Stream::Compute);
-      cuda::synchronize(dev, cuda::Stream::Comm);  // the pinned buffer is free again
-    }
-  });
-}
-
-void Communicator::cuda_all_reduce(const Tensor& t, ReduceOp op, const cuda::Event* ready) {
-  check_reduce_supported(t.dtype(), op);
-  if (nccl_) {
-    run([&] {
-      if (ready) nccl_->order_next_after(*ready);
-      nccl_->all_reduce(t, op);
-    });
-    return;
-  }
-  if (ipc_ && t.dtype() == DType::F32) {
-    run([&] {
-      // The kernel cannot see a peer that calls something else: the ranks first agree on the
-      // call over the host transports (a few microseconds over shared memory).
-      if (size() > 1) agree(begin(CollOp::AllReduce, numel(t), t.dtype(), op, -1));
-      ipc_->all_reduce(t, op, ready);
-    });
-    return;
-  }
-  std::vector<Staged> ts{{t, true, true}};
-  run_staged(ts, ready, [&] { all_reduce(ts[0].host, numel(t), t.dtype(), op); });
+Backend& Communicator::backend_for(const Tensor& a, const Tensor& b) const {
+  return on_cuda(a) || on_cuda(b) ? *cuda_ : *host_;
 }
 
 void Communicator::all_reduce(const Tensor& t, ReduceOp op) {
   check_defined(t, "all_reduce");
-  if (on_cuda(t)) return cuda_all_reduce(t, op, nullptr);
-  all_reduce(t.raw_data(), numel(t), t.dtype(), op);
+  check_reduce_supported(t.dtype(), op);
+  Backend& b = backend_for(t);
+  run([&] { b.all_reduce(call(CollOp::AllReduce, numel(t), t.dtype(), op, -1), t, nullptr); });
 }
 
 void Communicator::all_reduce_after(const Tensor& t, ReduceOp op, const cuda::Event& ready) {
   check_defined(t, "all_reduce");
   ENGINE_CHECK(on_cuda(t) && ready.device() == t.device().index, "all_reduce_after: tensor on ",
                t.device().str(), ", event of cuda:", ready.device());
-  cuda_all_reduce(t, op, &ready);
+  check_reduce_supported(t.dtype(), op);
+  run([&] { cuda_->all_reduce(call(CollOp::AllReduce, numel(t), t.dtype(), op, -1), t, &ready); });
 }
 
 void Communicator::broadcast(const Tensor& t, int root) {
   check_defined(t, "broadcast");
-  if (on_cuda(t) && nccl_) return run([&] { nccl_->broadcast(t, root); });
-  std::vector<Staged> ts{{t, true, true}};
-  run_staged(ts, nullptr, [&] { broadcast(ts[0].host, numel(t), t.dtype(), root); });
+  check_root(root, "broadcast");
+  Backend& b = backend_for(t);
+  run([&] { b.broadcast(call(CollOp::Broadcast, numel(t), t.dtype(), ReduceOp::SUM, root), t); });
 }
 
 void Communicator::reduce(const Tensor& t, ReduceOp op, int root) {
   check_defined(t, "reduce");
-  if (on_cuda(t) && nccl_) return run([&] { nccl_->reduce(t, op, root); });
-  std::vector<Staged> ts{{t, true, true}};
-  run_staged(ts, nullptr, [&] { reduce(ts[0].host, numel(t), t.dtype(), op, root); });
+  check_root(root, "reduce");
+  check_reduce_supported(t.dtype(), op);
+  Backend& b = backend_for(t);
+  run([&] { b.reduce(call(CollOp::Reduce, numel(t), t.dtype(), op, root), t); });
 }
 
 void Communicator::all_gather(const Tensor& in, const Tensor& out) {
@@ -184,53 +102,55 @@ void Communicator::all_gather(const Tensor& in, const Tensor& out) {
                " differs from input dtype ", dtype_name(in.dtype()));
   ENGINE_CHECK(numel(out) == numel(in) * size(), "all_gather: output has ", numel(out),
                " elements, expected ", size(), " x ", numel(in));
-  if (on_cuda(in) && on_cuda(out) && nccl_) return run([&] { nccl_->all_gather(in, out); });
-  std::vector<Staged> ts{{in, true, false}, {out, false, true}};
-  run_staged(ts, nullptr, [&] { all_gather(ts[0].host, ts[1].host, numel(in), in.dtype()); });
+  Backend& b = backend_for(in, out);
+  run([&] {
+    b.all_gather(call(CollOp::AllGather, numel(in), in.dtype(), ReduceOp::SUM, -1), in, out);
+  });
 }
 
-void Communicator::gather(const Tensor& in, const Tensor& out, int root) {
+void Communicator::gather(const Tensor& in, const Tensor& out_, int root) {
   check_defined(in, "gather");
+  check_root(root, "gather");
+  const Tensor out = rank() == root ? out_ : Tensor();
   if (rank() == root) {
     check_defined(out, "gather");
-    ENGINE_CHECK(out.dtype() == in.dtype() && numel(out) == numel(in) * size(),
-                 "gather: the root's output must hold ", size(), " x ", numel(in), " ",
-                 dtype_name(in.dtype()));
+    check_parts(out, in, size(), "gather: the root's output");
   }
-  std::vector<Staged> ts{{in, true, false}, {rank() == root ? out : Tensor(), false, true}};
-  run_staged(ts, nullptr, [&] { gather(ts[0].host, ts[1].host, numel(in), in.dtype(), root); });
+  Backend& b = backend_for(in, out);
+  run([&] { b.gather(call(CollOp::Gather, numel(in), in.dtype(), ReduceOp::SUM, root), in, out); });
 }
 
-void Communicator::scatter(const Tensor& in, const Tensor& out, int root) {
+void Communicator::scatter(const Tensor& in_, const Tensor& out, int root) {
   check_defined(out, "scatter");
+  check_root(root, "scatter");
+  const Tensor in = rank() == root ? in_ : Tensor();
   if (rank() == root) {
     check_defined(in, "scatter");
-    ENGINE_CHECK(in.dtype() == out.dtype() && numel(in) == numel(out) * size(),
-                 "scatter: the root's input must hold ", size(), " x ", numel(out), " ",
-                 dtype_name(out.dtype()));
+    check_parts(in, out, size(), "scatter: the root's input");
   }
-  std::vector<Staged> ts{{rank() == root ? in : Tensor(), true, false}, {out, false, true}};
-  run_staged(ts, nullptr, [&] { scatter(ts[0].host, ts[1].host, numel(out), out.dtype(), root); });
+  Backend& b = backend_for(in, out);
+  run([&] {
+    b.scatter(call(CollOp::Scatter, numel(out), out.dtype(), ReduceOp::SUM, root), in, out);
+  });
 }
 
 void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
   check_defined(in, "reduce_scatter");
   check_defined(out, "reduce_scatter");
-  ENGINE_CHECK(in.dtype() == out.dtype() && numel(in) == numel(out) * size(),
-               "reduce_scatter: input must hold ", size(), " x ", numel(out), " ",
-               dtype_name(out.dtype()));
-  if (on_cuda(in) && on_cuda(out) && nccl_) return run([&] { nccl_->reduce_scatter(in, out, op); });
-  std::vector<Staged> ts{{in, true, false}, {out, false, true}};
-  run_staged(ts, nullptr,
-             [&] { reduce_scatter(ts[0].host, ts[1].host, numel(out), out.dtype(), op); });
+  check_parts(in, out, size(), "reduce_scatter: input");
+  check_reduce_supported(out.dtype(), op);
+  Backend& b = backend_for(in, out);
+  run([&] {
+    b.reduce_scatter(call(CollOp::ReduceScatter, numel(out), out.dtype(), op, -1), in, out);
+  });
 }
 
-// Point to point: a CUDA tensor is staged around the blocking call (NCCL's send/recv when
-// attached). Messages are matched per pair in order, so the staging needs no collective order.
+// Point to point: a CUDA tensor goes to the CUDA backend's own (NCCL) or is staged around the
+// blocking call. Messages are matched per pair in order, so the staging needs no collective order.
 void Communicator::send(const Tensor& t, int dst, int tag) {
   check_defined(t, "send");
   if (!on_cuda(t)) return send(t.raw_data(), numel(t), t.dtype(), dst, tag);
-  if (nccl_) return nccl_->send(t, dst);
+  if (cuda_->send(t, dst)) return;
   Tensor h = t.to(Device::cpu());
   send(h.raw_data(), numel(h), h.dtype(), dst, tag);
 }
@@ -238,7 +158,7 @@ void Communicator::send(const Tensor& t, int dst, int tag) {
 void Communicator::recv(const Tensor& t, int src, int tag) {
   check_defined(t, "recv");
   if (!on_cuda(t)) return recv(t.raw_data(), numel(t), t.dtype(), src, tag);
-  if (nccl_) return nccl_->recv(t, src);
+  if (cuda_->recv(t, src)) return;
   Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu());
   recv(h.raw_data(), numel(h), h.dtype(), src, tag);
   Tensor(t).copy_from(h);
@@ -261,21 +181,23 @@ Work Communicator::irecv(const Tensor& t, int src, int tag) {
   return irecv(cpu_only(t, "irecv"), numel(t), t.dtype(), src, tag);
 }
 
+// The closures hold the tensor so that its storage outlives the queued work.
 Work Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {
   check_defined(t, "all_reduce_async");
   check_reduce_supported(t.dtype(), op);
-  // The closure holds the tensor so that its storage outlives the queued work.
-  if (on_cuda(t)) return enqueue([=, this] { cuda_all_reduce(t, op, nullptr); });
-  void* p = t.raw_data();
-  return enqueue([=, this] { do_all_reduce(p, numel(t), t.dtype(), op); });
+  Backend* b = &backend_for(t);
+  return enqueue([=, this] {
+    b->all_reduce(call(CollOp::AllReduce, numel(t), t.dtype(), op, -1), t, nullptr);
+  });
 }
 
 Work Communicator::broadcast_async(const Tensor& t, int root) {
   check_defined(t, "broadcast_async");
   check_root(root, "broadcast");
-  if (on_cuda(t)) return enqueue([=, this] { broadcast(t, root); });
-  void* p = t.raw_data();
-  return enqueue([=, this] { do_broadcast(p, numel(t), t.dtype(), root); });
+  Backend* b = &backend_for(t);
+  return enqueue([=, this] {
+    b->broadcast(call(CollOp::Broadcast, numel(t), t.dtype(), ReduceOp::SUM, root), t);
+  });
 }
 
 }  // namespace engine::comm

@@ -28,7 +28,8 @@ void CudaIpcRing::all_reduce(const Tensor& t, ReduceOp op, const cuda::Event* re
 
 struct CudaIpcRing::Impl {};
 
-CudaIpcRing::CudaIpcRing(std::shared_ptr<Store>, int rank, int, int, IpcRingOptions) {
+CudaIpcRing::CudaIpcRing(std::shared_ptr<Store>, int rank, int world, int device, IpcRingOptions)
+    : DeviceGroup(rank, world, device) {
   ENGINE_FAIL("ipc_ring init on rank ", rank,
               ": CUDA is not built in (configure with -DENGINE_CUDA=ON on a machine with nvcc)");
 }

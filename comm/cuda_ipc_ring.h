@@ -16,9 +16,10 @@
 // generation: re-allocate (flags 0, done = the previous call), re-publish, re-open, free the old
 // one. All ranks grow in the same call because they all call with the same count.
 //
-// Schedule (chunk c is elements [c*C, (c+1)*C) with C = ceil(count/W) rounded up to 4, cut into
-// segments of segment_bytes; block b of the grid owns segments b, b+blocks, ... of every chunk and
-// runs the 2W-1 units below in order, segment after segment):
+// Schedule (comm/ring.h's RingSchedule, its chunks aligned to 4 elements so that every chunk and
+// segment starts 16-byte aligned, cut into segments of segment_bytes; block b of the grid owns
+// segments b, b+blocks, ... of every chunk and runs the 2W-1 units below in order, segment after
+// segment; unit u < 2W-2 moves the chunk the schedule's step u sends):
 //   unit 0            send       next.rs[r]   = local[r]
 //   unit s, 1..W-2    reduce     next.rs[c]   = rs[c] op local[c]        c = r-s
 //   unit W-1          final      local[c] = next.ag[c] = rs[c] op local[c] (/W for AVG), c = r+1
@@ -56,6 +57,7 @@
 #include <string>
 
 #include "comm/deadline.h"
+#include "comm/device_group.h"
 #include "comm/reduce.h"
 #include "comm/store.h"
 #include "core/dtype.h"
@@ -74,7 +76,7 @@ struct IpcRingOptions {
   int blocks = 8;                  // thread blocks of the kernel, at most half the SMs (and 64)
 };
 
-class CudaIpcRing {
+class CudaIpcRing : public DeviceGroup {
  public:
   // Collective over the W ranks of ONE host, rank r using GPU `device`: allocates and exchanges
   // the first (empty) region, so that a peer on another host, an unsupported GPU pair or
@@ -84,13 +86,7 @@ class CudaIpcRing {
   // Waits briefly for next's last call to finish writing into this rank's region, then frees
   // everything; logs failures to stderr, never throws.
   ~CudaIpcRing();
-  CudaIpcRing(const CudaIpcRing&) = delete;
-  CudaIpcRing& operator=(const CudaIpcRing&) = delete;
-
-  int rank() const { return rank_; }
-  int size() const { return world_; }
-  int device() const { return device_; }
-  bool broken() const { return broken_; }
+  // rank(), size(), device(), broken(): DeviceGroup's.
 
   // In place, float32 on device(): SUM, AVG, MAX, MIN, PROD. The kernel waits on the device for
   // `ready` (an event of device(), alive until the call returns) when given, else for all compute
@@ -110,8 +106,6 @@ class CudaIpcRing {
   // Throws unless a call with these arguments may run (not broken, F32, data given).
   void check_call(const void* data, size_t count, DType dtype, ReduceOp op) const;
 
-  int rank_ = 0, world_ = 1, device_ = 0;
-  bool broken_ = false;
   IpcRingOptions opts_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Impl> impl_;

@@ -1,34 +1,17 @@
 // comm/frame.cpp: see frame.h.
 #include "comm/frame.h"
 
+#include <iterator>
 #include <sstream>
 
 namespace engine::comm {
 
 const char* coll_op_name(CollOp op) {
-  switch (op) {
-    case CollOp::None:
-      return "none";
-    case CollOp::AllReduce:
-      return "all_reduce";
-    case CollOp::Broadcast:
-      return "broadcast";
-    case CollOp::Reduce:
-      return "reduce";
-    case CollOp::AllGather:
-      return "all_gather";
-    case CollOp::Gather:
-      return "gather";
-    case CollOp::Scatter:
-      return "scatter";
-    case CollOp::ReduceScatter:
-      return "reduce_scatter";
-    case CollOp::Barrier:
-      return "barrier";
-    case CollOp::Send:
-      return "send";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {
+      "none",   "all_reduce", "broadcast",      "reduce",  "all_gather",
+      "gather", "scatter",    "reduce_scatter", "barrier", "send"};
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 std::string Fingerprint::str() const {

@@ -139,9 +139,7 @@ struct NcclCommunicator::Impl {
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<Store> store, int rank, int world, int device,
                                    NcclOptions opts)
-    : rank_(rank),
-      world_(world),
-      device_(device),
+    : DeviceGroup(rank, world, device),
       opts_(std::move(opts)),
       store_(std::move(store)),
       impl_(std::make_unique<Impl>()) {
@@ -480,7 +478,9 @@ cuda::Event NcclCommunicator::all_reduce_queued(const Tensor& t, ReduceOp op,
 
 struct NcclCommunicator::Impl {};
 
-NcclCommunicator::NcclCommunicator(std::shared_ptr<Store>, int rank, int, int, NcclOptions) {
+NcclCommunicator::NcclCommunicator(std::shared_ptr<Store>, int rank, int world, int device,
+                                   NcclOptions)
+    : DeviceGroup(rank, world, device) {
   ENGINE_FAIL("nccl init on rank ", rank,
               ": NCCL is not built in (configure with -DENGINE_CUDA=ON on a machine with nvcc)");
 }

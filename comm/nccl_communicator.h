@@ -21,6 +21,7 @@
 #include <string>
 
 #include "comm/deadline.h"
+#include "comm/device_group.h"
 #include "comm/reduce.h"
 #include "comm/store.h"
 #include "core/cuda_backend.h"
@@ -34,7 +35,7 @@ struct NcclOptions {
   std::string key = "nccl";  // store key prefix of the unique id
 };
 
-class NcclCommunicator {
+class NcclCommunicator : public DeviceGroup {
  public:
   // Collective over the W ranks: each calls it with its rank and its GPU.
   NcclCommunicator(std::shared_ptr<Store> store, int rank, int world, int device,
@@ -42,13 +43,7 @@ class NcclCommunicator {
   // Finalizes and destroys the NCCL communicator (an aborted one is only released); logs
   // failures to stderr, never throws.
   ~NcclCommunicator();
-  NcclCommunicator(const NcclCommunicator&) = delete;
-  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
-
-  int rank() const { return rank_; }
-  int size() const { return world_; }
-  int device() const { return device_; }
-  bool broken() const { return broken_; }
+  // rank(), size(), device(), broken(): DeviceGroup's.
   // The next call waits on the device for `ready` (an event of device()) instead of for all the
   // compute work queued before it. The event must stay alive until that call returns.
   void order_next_after(const cuda::Event& ready) { ready_ = &ready; }
@@ -92,8 +87,6 @@ class NcclCommunicator {
   void check_root(int root, const char* what) const;
   void watch();  // the watchdog thread's loop
 
-  int rank_ = 0, world_ = 1, device_ = 0;
-  bool broken_ = false;
   const cuda::Event* ready_ = nullptr;  // order_next_after(), for one call
   NcclOptions opts_;
   std::shared_ptr<Store> store_;

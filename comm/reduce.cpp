@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 
 #include "core/error.h"
 #include "kernels/cpu/reduce.h"
@@ -10,19 +11,9 @@
 namespace engine::comm {
 
 const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::SUM:
-      return "SUM";
-    case ReduceOp::AVG:
-      return "AVG";
-    case ReduceOp::MAX:
-      return "MAX";
-    case ReduceOp::MIN:
-      return "MIN";
-    case ReduceOp::PROD:
-      return "PROD";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"SUM", "AVG", "MAX", "MIN", "PROD"};
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 ReduceOp reduce_op_from_name(const std::string& s) {

@@ -182,6 +182,129 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
+// Step 1, publish: this rank's entry (host, data port, rank 0's nonce, transport) in the store.
+RankInfo publish(Store& store, const std::string& pre, int rank, int world, const ConnectOptions& o,
+                 Socket* listener) {
+  RankInfo me;
+  me.host_id = host_identity();
+  me.transport = transport_kind_name(o.transport);
+  if (world > 1) {
+    *listener = listen_tcp(o.bind_address, 0, "data port of rank " + std::to_string(rank));
+    me.port = listener->local_port();
+  }
+  if (!o.bind_address.empty() && o.bind_address != "0.0.0.0") {
+    me.addr = o.bind_address;
+  } else if (auto* tcp = dynamic_cast<TcpStore*>(&store)) {
+    me.addr = tcp->local_host();  // the interface that reaches rank 0
+  } else {
+    me.addr = "127.0.0.1";
+  }
+  if (rank == 0) {
+    std::random_device rd;
+    me.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  }
+  store.set(pre + "rank/" + std::to_string(rank), encode(me));
+  return me;
+}
+
+// Step 2, gather: every rank's entry, waiting for them (a timeout names the ranks missing).
+std::vector<RankInfo> gather_ranks(Store& store, const std::string& pre, int rank, int world,
+                                   const RankInfo& me, const ConnectOptions& o,
+                                   const Deadline& dl) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < world; ++r) keys.push_back(pre + "rank/" + std::to_string(r));
+  try {
+    store.wait(keys, dl.remaining());
+  } catch (const TimeoutError&) {
+    std::vector<int> missing;
+    for (int r = 0; r < world; ++r)
+      if (!store.check({keys[r]})) missing.push_back(r);
+    throw TimeoutError(detail::concat("rendezvous through ", store.describe(), " timed out after ",
+                                      seconds_str(o.timeout), " on rank ", rank, ": ranks [",
+                                      rank_list(missing), "] of ", world, " never arrived"));
+  }
+  std::vector<RankInfo> info(world);
+  for (int r = 0; r < world; ++r) info[r] = decode(store.get(keys[r]), r);
+  for (int r = 0; r < world; ++r)
+    ENGINE_CHECK(info[r].transport == me.transport, "ranks disagree on the transport: rank ", r,
+                 " uses ", info[r].transport, ", rank ", rank, " uses ", me.transport);
+  return info;
+}
+
+// Who talks how: the ranks on this host (ascending) and which peers go over shared memory.
+struct Links {
+  std::vector<int> local;
+  std::vector<bool> via_shm;
+  bool use_shm = false;
+};
+
+Links plan_links(const std::vector<RankInfo>& info, int rank, TransportKind kind) {
+  const int world = static_cast<int>(info.size());
+  Links l;
+  for (int r = 0; r < world; ++r)
+    if (info[r].host_id == info[rank].host_id) l.local.push_back(r);
+  if (kind == TransportKind::Shm && static_cast<int>(l.local.size()) != world) {
+    std::vector<int> far;
+    for (int r = 0; r < world; ++r)
+      if (info[r].host_id != info[rank].host_id) far.push_back(r);
+    ENGINE_FAIL("transport shm needs every rank on one host, but ranks [", rank_list(far),
+                "] are on another host than rank ", rank, "; use --transport tcp or auto");
+  }
+  l.use_shm = kind != TransportKind::Tcp && l.local.size() > 1;
+  l.via_shm.assign(world, false);
+  if (l.use_shm)
+    for (int r : l.local) l.via_shm[r] = r != rank;
+  return l;
+}
+
+// Step 3, wire TCP: the socket mesh (two sockets per TCP peer, one liveness socket per shared
+// memory peer), and the TCP peers' channels.
+std::vector<std::vector<Socket>> wire_tcp(Transport& t, const std::vector<RankInfo>& info,
+                                          const Links& l, Socket& listener, const Deadline& dl) {
+  const int rank = t.rank(), world = t.world();
+  std::vector<MeshPeer> peers(world);
+  for (int r = 0; r < world; ++r) {
+    peers[r].host = info[r].addr;
+    peers[r].port = info[r].port;
+    peers[r].sockets = r == rank ? 0 : l.via_shm[r] ? 1 : 2;
+  }
+  std::vector<std::vector<Socket>> socks;
+  if (world > 1) socks = connect_mesh(rank, info[0].nonce, listener, peers, dl);
+  for (int r = 0; r < world; ++r) {
+    if (r == rank || l.via_shm[r]) continue;
+    t.set_channel(r, Stream::Coll, std::make_unique<SocketChannel>(std::move(socks[r][0])));
+    t.set_channel(r, Stream::P2P, std::make_unique<SocketChannel>(std::move(socks[r][1])));
+  }
+  return socks;
+}
+
+// Step 4, wire shared memory: the host's fabric, a ring per (peer, stream), the doorbells, and the
+// mesh's remaining socket per local peer as its liveness check.
+void wire_shm(Transport& t, Store& store, const std::string& pre, const Links& l, uint64_t nonce,
+              std::vector<std::vector<Socket>>& socks, const Deadline& dl) {
+  const int rank = t.rank();
+  ShmFabric f = open_shm_fabric(store, pre, l.local, rank, nonce, dl);
+  for (size_t j = 0; j < l.local.size(); ++j) {
+    const int r = l.local[j];
+    if (r == rank) continue;
+    for (int s = 0; s < 2; ++s) {
+      auto* tx = reinterpret_cast<RingHeader*>(f.base + f.layout.ring(f.index, j, s));
+      auto* rx = reinterpret_cast<RingHeader*>(f.base + f.layout.ring(j, f.index, s));
+      auto* bell = reinterpret_cast<Doorbell*>(f.base + f.layout.bell(j));
+      t.set_channel(r, static_cast<Stream>(s), std::make_unique<RingChannel>(tx, rx, bell));
+    }
+    t.set_liveness(r, std::move(socks[r][0]));
+  }
+  t.set_doorbell(reinterpret_cast<Doorbell*>(f.base + f.layout.bell(f.index)));
+  t.keep_alive(f.mapping);
+}
+
+std::string transport_name(const Links& l, int world) {
+  if (world == 1) return "self";
+  if (!l.use_shm) return "tcp";
+  return l.local.size() == static_cast<size_t>(world) ? "shm" : "shm+tcp";
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store, int rank,
@@ -193,105 +316,20 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
   const std::string gen = std::to_string(store->add("engine/gen/" + std::to_string(rank), 1));
   const std::string pre = "engine/" + gen + "/";
 
-  RankInfo me;
-  me.host_id = host_identity();
-  me.transport = transport_kind_name(o.transport);
   Socket listener;
-  if (world > 1) {
-    listener = listen_tcp(o.bind_address, 0, "data port of rank " + std::to_string(rank));
-    me.port = listener.local_port();
-  }
-  if (!o.bind_address.empty() && o.bind_address != "0.0.0.0") {
-    me.addr = o.bind_address;
-  } else if (auto* tcp = dynamic_cast<TcpStore*>(store.get())) {
-    me.addr = tcp->local_host();  // the interface that reaches rank 0
-  } else {
-    me.addr = "127.0.0.1";
-  }
-  if (rank == 0) {
-    std::random_device rd;
-    me.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-  }
-  store->set(pre + "rank/" + std::to_string(rank), encode(me));
-
-  std::vector<std::string> keys;
-  for (int r = 0; r < world; ++r) keys.push_back(pre + "rank/" + std::to_string(r));
-  try {
-    store->wait(keys, dl.remaining());
-  } catch (const TimeoutError&) {
-    std::vector<int> missing;
-    for (int r = 0; r < world; ++r)
-      if (!store->check({keys[r]})) missing.push_back(r);
-    throw TimeoutError(detail::concat("rendezvous through ", store->describe(), " timed out after ",
-                                      seconds_str(o.timeout), " on rank ", rank, ": ranks [",
-                                      rank_list(missing), "] of ", world, " never arrived"));
-  }
-  std::vector<RankInfo> info(world);
-  for (int r = 0; r < world; ++r) info[r] = decode(store->get(keys[r]), r);
-  const uint64_t nonce = info[0].nonce;
-  for (int r = 0; r < world; ++r)
-    ENGINE_CHECK(info[r].transport == me.transport, "ranks disagree on the transport: rank ", r,
-                 " uses ", info[r].transport, ", rank ", rank, " uses ", me.transport);
-
-  // Who talks how.
-  std::vector<int> local;  // ranks sharing our host identity, ascending
-  for (int r = 0; r < world; ++r)
-    if (info[r].host_id == me.host_id) local.push_back(r);
-  if (o.transport == TransportKind::Shm && static_cast<int>(local.size()) != world) {
-    std::vector<int> far;
-    for (int r = 0; r < world; ++r)
-      if (info[r].host_id != me.host_id) far.push_back(r);
-    ENGINE_FAIL("transport shm needs every rank on one host, but ranks [", rank_list(far),
-                "] are on another host than rank ", rank, "; use --transport tcp or auto");
-  }
-  const bool use_shm = o.transport != TransportKind::Tcp && local.size() > 1;
-  std::vector<bool> via_shm(world, false);
-  if (use_shm)
-    for (int r : local) via_shm[r] = r != rank;
-
-  std::vector<MeshPeer> peers(world);
-  for (int r = 0; r < world; ++r) {
-    peers[r].host = info[r].addr;
-    peers[r].port = info[r].port;
-    peers[r].sockets = r == rank ? 0 : via_shm[r] ? 1 : 2;
-  }
-  std::vector<std::vector<Socket>> socks;
-  if (world > 1) socks = connect_mesh(rank, nonce, listener, peers, dl);
-
-  const bool any_tcp =
-      std::any_of(peers.begin(), peers.end(), [](auto& p) { return p.sockets == 2; });
-  std::string kind = use_shm ? (any_tcp ? "shm+tcp" : "shm") : "tcp";
-  if (world == 1) kind = "self";
-  auto transport = std::make_shared<Transport>(rank, world, kind);
-  for (int r = 0; r < world; ++r) {
-    if (r == rank || via_shm[r]) continue;
-    transport->set_channel(r, Stream::Coll,
-                           std::make_unique<SocketChannel>(std::move(socks[r][0])));
-    transport->set_channel(r, Stream::P2P, std::make_unique<SocketChannel>(std::move(socks[r][1])));
-  }
-  if (use_shm) {
-    ShmFabric f = open_shm_fabric(*store, pre, local, rank, nonce, dl);
-    for (size_t j = 0; j < local.size(); ++j) {
-      const int r = local[j];
-      if (r == rank) continue;
-      for (int s = 0; s < 2; ++s) {
-        auto* tx = reinterpret_cast<RingHeader*>(f.base + f.layout.ring(f.index, j, s));
-        auto* rx = reinterpret_cast<RingHeader*>(f.base + f.layout.ring(j, f.index, s));
-        auto* bell = reinterpret_cast<Doorbell*>(f.base + f.layout.bell(j));
-        transport->set_channel(r, static_cast<Stream>(s),
-                               std::make_unique<RingChannel>(tx, rx, bell));
-      }
-      transport->set_liveness(r, std::move(socks[r][0]));
-    }
-    transport->set_doorbell(reinterpret_cast<Doorbell*>(f.base + f.layout.bell(f.index)));
-    transport->keep_alive(f.mapping);
-  }
-  set_default_spin(*transport, static_cast<int>(local.size()), use_shm);
+  const RankInfo me = publish(*store, pre, rank, world, o, &listener);
+  const std::vector<RankInfo> info = gather_ranks(*store, pre, rank, world, me, o, dl);
+  const Links links = plan_links(info, rank, o.transport);
+  auto transport = std::make_shared<Transport>(rank, world, transport_name(links, world));
+  auto socks = wire_tcp(*transport, info, links, listener, dl);
+  if (links.use_shm) wire_shm(*transport, *store, pre, links, info[0].nonce, socks, dl);
+  set_default_spin(*transport, static_cast<int>(links.local.size()), links.use_shm);
 
   CommOptions copts;
   copts.timeout = o.timeout;
   copts.segment_bytes = o.segment_bytes;
   auto comm = std::make_unique<Communicator>(transport, copts, store);
+  const auto& local = links.local;
   const int local_rank =
       static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
   comm->set_local(local_rank, static_cast<int>(local.size()));

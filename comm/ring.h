@@ -1,6 +1,7 @@
 // comm/ring.h: the ring schedule - which chunk each rank sends and receives at each step - written
-// once, pure, and shared by the real collectives (collectives_ring.cpp), the CUDA path and the ring
-// demo. Nothing here moves bytes.
+// once, pure, and shared by the real collectives (collectives_ring.cpp), the CUDA IPC ring's kernel
+// (on the device: everything here is host and device code) and the ring demo. Nothing here moves
+// bytes.
 //
 // THE RING ALLREDUCE, 3 ranks, a buffer of 3 chunks (a, b, c), rank r holding a_r, b_r, c_r.
 // Rank r sends to its right neighbour r+1 and receives from its left neighbour r-1 (mod W).
@@ -34,6 +35,10 @@
 // the last ones shorter or empty). Segment k of step s+1 is sent as soon as segment k of step s has
 // arrived and been reduced, so sends, receives and adds of different segments overlap.
 //
+// Alignment: with align > 1 (the CUDA IPC kernel's 4, for float4 loads) the buffer is cut into
+// blocks of `align` elements and the blocks are spread as above, so that every chunk starts at a
+// multiple of align (the last chunk ends at count). align = 1 is the element-wise cut above.
+//
 // `shift` turns the schedule to serve reduce_scatter and all_gather, whose chunk r belongs to rank
 // r: with shift = -1, the reduce-scatter phase leaves rank r owning chunk r, and the all-gather
 // phase starts by sending chunk r.
@@ -43,45 +48,109 @@
 
 #include "core/dtype.h"
 
+// Host and device: the schedule runs inside the CUDA IPC ring's kernel too.
+#if defined(__CUDACC__)
+#define ENGINE_RING_HD __host__ __device__
+#else
+#define ENGINE_RING_HD
+#endif
+
 namespace engine::comm {
 
 struct Range {
   size_t begin = 0, end = 0;  // elements, [begin, end)
-  size_t size() const { return end - begin; }
+  ENGINE_RING_HD size_t size() const { return end - begin; }
 };
 
 enum class RingPhase : uint8_t { ReduceScatter, AllGather };
 const char* ring_phase_name(RingPhase p);
 
+// Throws engine::Error unless 0 <= rank < world and align >= 1 (host only).
+void check_ring_args(int rank, int world, size_t align);
+
 class RingSchedule {
  public:
-  RingSchedule(int rank, int world, size_t count, int shift = 0);
+  ENGINE_RING_HD RingSchedule(int rank, int world, size_t count, int shift = 0, size_t align = 1)
+      : rank_(rank), world_(world), count_(count), shift_(shift), align_(align) {
+#if !defined(__CUDA_ARCH__)
+    check_ring_args(rank, world, align);
+#endif
+  }
 
-  int rank() const { return rank_; }
-  int world() const { return world_; }
-  size_t count() const { return count_; }
-  int left() const { return mod(rank_ - 1); }
-  int right() const { return mod(rank_ + 1); }
-  int steps_per_phase() const { return world_ - 1; }
+  ENGINE_RING_HD int rank() const {
+    return rank_;
+  }
+  ENGINE_RING_HD int world() const {
+    return world_;
+  }
+  ENGINE_RING_HD size_t count() const {
+    return count_;
+  }
+  ENGINE_RING_HD int left() const {
+    return mod(rank_ - 1);
+  }
+  ENGINE_RING_HD int right() const {
+    return mod(rank_ + 1);
+  }
+  ENGINE_RING_HD int steps_per_phase() const {
+    return world_ - 1;
+  }
 
   // Phase-local step s in [0, W-1).
-  int send_chunk(RingPhase p, int s) const;
-  int recv_chunk(RingPhase p, int s) const;
+  ENGINE_RING_HD int send_chunk(RingPhase p, int s) const {
+    return p == RingPhase::ReduceScatter ? mod(rank_ - s + shift_) : mod(rank_ + 1 - s + shift_);
+  }
+  ENGINE_RING_HD int recv_chunk(RingPhase p, int s) const {
+    return p == RingPhase::ReduceScatter ? mod(rank_ - s - 1 + shift_) : mod(rank_ - s + shift_);
+  }
+  // Steps of both phases in a row, g in [0, 2(W-1)): reduce-scatter's, then all-gather's.
+  ENGINE_RING_HD RingPhase phase_of(int g) const {
+    return g < steps_per_phase() ? RingPhase::ReduceScatter : RingPhase::AllGather;
+  }
+  ENGINE_RING_HD int phase_step(int g) const {
+    return g < steps_per_phase() ? g : g - steps_per_phase();
+  }
   // The chunk this rank holds complete after the reduce-scatter phase.
-  int owned_chunk() const { return mod(rank_ + 1 + shift_); }
+  ENGINE_RING_HD int owned_chunk() const {
+    return mod(rank_ + 1 + shift_);
+  }
 
-  Range chunk(int c) const;
-  size_t max_chunk() const { return count_ / world_ + (count_ % world_ ? 1 : 0); }
+  ENGINE_RING_HD Range chunk(int c) const {
+    const size_t blocks = (count_ + align_ - 1) / align_;
+    const size_t base = blocks / world_, extra = blocks % world_, uc = static_cast<size_t>(c);
+    const size_t begin = (uc * base + (uc < extra ? uc : extra)) * align_;
+    const size_t end = begin + (base + (uc < extra ? 1 : 0)) * align_;
+    return {clamp(begin), clamp(end)};
+  }
+  // The largest chunk's size (a multiple of align: with align > 1 it may pass count).
+  ENGINE_RING_HD size_t max_chunk() const {
+    const size_t blocks = (count_ + align_ - 1) / align_;
+    return (blocks / world_ + (blocks % world_ ? 1 : 0)) * align_;
+  }
   // Segments per chunk for a segment size in elements (at least 1).
-  size_t segments(size_t segment_count) const;
-  // Segment k of chunk c; empty past the chunk's end.
-  Range segment(int c, size_t k, size_t segment_count) const;
+  ENGINE_RING_HD size_t segments(size_t segment_count) const {
+    segment_count = segment_count > 0 ? segment_count : 1;
+    const size_t n = (max_chunk() + segment_count - 1) / segment_count;
+    return n > 0 ? n : 1;
+  }
+  // Segment k of chunk c; empty past the chunk's end (and so are the chunk's later segments).
+  ENGINE_RING_HD Range segment(int c, size_t k, size_t segment_count) const {
+    const Range ch = chunk(c);
+    const size_t b = ch.begin + k * segment_count < ch.end ? ch.begin + k * segment_count : ch.end;
+    return {b, b + segment_count < ch.end ? b + segment_count : ch.end};
+  }
 
  private:
-  int mod(long v) const { return static_cast<int>(((v % world_) + world_) % world_); }
+  ENGINE_RING_HD int mod(long v) const {
+    return static_cast<int>(((v % world_) + world_) % world_);
+  }
+  ENGINE_RING_HD size_t clamp(size_t i) const {
+    return i < count_ ? i : count_;
+  }
   int rank_, world_;
   size_t count_;
   int shift_;
+  size_t align_;
 };
 
 // What an observer sees after each step of a real ring collective (the ring demo prints it).

@@ -146,35 +146,75 @@ void TcpStoreServer::serve(Socket s) {
   }
 }
 
-std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, size_t)>& read,
-                                   bool* ok) {
-  auto read_str = [&](std::string* out) {
+namespace {
+
+// A request's fields, read through serve()'s bounded reader.
+struct RequestReader {
+  const std::function<bool(void*, size_t)>& read;
+
+  bool str(std::string* out) const {
     uint32_t n;
     if (!read(&n, 4) || n > kMaxStr) return false;
     out->resize(n);
     return n == 0 || read(out->data(), n);
-  };
-  auto read_keys = [&](std::vector<std::string>* keys) {
+  }
+  bool keys(std::vector<std::string>* keys) const {
     uint32_t n;
     if (!read(&n, 4) || n > kMaxKeys) return false;
     keys->resize(n);
     for (auto& k : *keys)
-      if (!read_str(&k)) return false;
+      if (!str(&k)) return false;
     return true;
-  };
-  auto missing_of = [&](const std::vector<std::string>& keys) {
-    std::vector<std::string> m;
-    for (auto& k : keys)
-      if (!kv_.count(k)) m.push_back(k);
-    return m;
-  };
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> TcpStoreServer::missing_of(const std::vector<std::string>& keys) const {
+  std::vector<std::string> m;
+  for (auto& k : keys)
+    if (!kv_.count(k)) m.push_back(k);
+  return m;
+}
+
+std::string TcpStoreServer::wait_reply(bool get, const std::vector<std::string>& keys, int64_t ms) {
   std::string reply;
-  std::string key, value;
+  std::unique_lock lk(mu_);
+  bool all = cv_.wait_for(lk, Millis(std::max<int64_t>(ms, 0)),
+                          [&] { return stop_ || missing_of(keys).empty(); });
+  all = all && !stop_;
+  put<uint8_t>(reply, all ? 0 : 1);
+  if (get) {
+    put_str(reply, all ? kv_[keys[0]] : std::string());
+  } else {
+    auto m = all ? std::vector<std::string>() : missing_of(keys);
+    put<uint32_t>(reply, static_cast<uint32_t>(m.size()));
+    for (auto& k : m) put_str(reply, k);
+  }
+  return reply;
+}
+
+int64_t TcpStoreServer::add(const std::string& key, int64_t by) {
+  int64_t v = by;
+  {
+    std::lock_guard lk(mu_);
+    auto it = kv_.find(key);
+    if (it != kv_.end()) v += std::strtoll(it->second.c_str(), nullptr, 10);
+    kv_[key] = std::to_string(v);
+  }
+  cv_.notify_all();
+  return v;
+}
+
+std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, size_t)>& read,
+                                   bool* ok) {
+  const RequestReader in{read};
+  std::string reply, key, value;
   std::vector<std::string> keys;
   int64_t arg;
   switch (op) {
     case kSet:
-      if (!read_str(&key) || !read_str(&value)) break;
+      if (!in.str(&key) || !in.str(&value)) break;
       {
         std::lock_guard lk(mu_);
         kv_[key] = value;
@@ -183,44 +223,17 @@ std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, s
       put<uint8_t>(reply, 0);
       return reply;
     case kGet:
-    case kWait: {
-      if (op == kGet) {
-        if (!read_str(&key)) break;
-        keys = {key};
-      } else if (!read_keys(&keys)) {
-        break;
-      }
-      if (!read(&arg, 8)) break;
-      std::unique_lock lk(mu_);
-      bool all = cv_.wait_for(lk, Millis(std::max<int64_t>(arg, 0)),
-                              [&] { return stop_ || missing_of(keys).empty(); });
-      all = all && !stop_;
-      put<uint8_t>(reply, all ? 0 : 1);
-      if (op == kGet) {
-        put_str(reply, all ? kv_[key] : std::string());
-      } else {
-        auto m = all ? std::vector<std::string>() : missing_of(keys);
-        put<uint32_t>(reply, static_cast<uint32_t>(m.size()));
-        for (auto& k : m) put_str(reply, k);
-      }
+      if (!in.str(&key) || !read(&arg, 8)) break;
+      return wait_reply(true, {key}, arg);
+    case kWait:
+      if (!in.keys(&keys) || !read(&arg, 8)) break;
+      return wait_reply(false, keys, arg);
+    case kAdd:
+      if (!in.str(&key) || !read(&arg, 8)) break;
+      put<int64_t>(reply, add(key, arg));
       return reply;
-    }
-    case kAdd: {
-      if (!read_str(&key) || !read(&arg, 8)) break;
-      int64_t v;
-      {
-        std::lock_guard lk(mu_);
-        auto it = kv_.find(key);
-        v = arg;
-        if (it != kv_.end()) v += std::strtoll(it->second.c_str(), nullptr, 10);
-        kv_[key] = std::to_string(v);
-      }
-      cv_.notify_all();
-      put<int64_t>(reply, v);
-      return reply;
-    }
     case kCheck: {
-      if (!read_keys(&keys)) break;
+      if (!in.keys(&keys)) break;
       std::lock_guard lk(mu_);
       put<uint8_t>(reply, missing_of(keys).empty() ? 1 : 0);
       return reply;

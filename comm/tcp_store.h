@@ -28,6 +28,10 @@ class TcpStoreServer {
   void accept_loop();
   void serve(Socket s);
   std::string handle(uint8_t op, const std::function<bool(void*, size_t)>& read, bool* ok);
+  // get (one key, its value) or wait (the keys still missing), after waiting up to `ms`.
+  std::string wait_reply(bool get, const std::vector<std::string>& keys, int64_t ms);
+  int64_t add(const std::string& key, int64_t by);
+  std::vector<std::string> missing_of(const std::vector<std::string>& keys) const;  // mu_ held
 
   Socket listener_;
   int port_ = 0;

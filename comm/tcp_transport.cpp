@@ -98,16 +98,25 @@ void refuse(int rank, const std::string& who, const std::string& why) {
           who.c_str(), why.c_str());
 }
 
-}  // namespace
+// One rank's side of the mesh set-up: out[p][i] fills as connections are made or accepted.
+struct Mesh {
+  int rank;
+  uint64_t nonce;
+  const std::vector<MeshPeer>& peers;
+  Deadline deadline;
+  std::vector<std::vector<Socket>> out;
 
-std::vector<std::vector<Socket>> connect_mesh(int rank, uint64_t nonce, Socket& listener,
-                                              const std::vector<MeshPeer>& peers,
-                                              Deadline deadline) {
-  const int world = static_cast<int>(peers.size());
-  std::vector<std::vector<Socket>> out(world);
-  for (int p = 0; p < world; ++p) out[p].resize(peers[p].sockets);
+  int world() const { return static_cast<int>(peers.size()); }
+  void connect_lower();
+  void accept_higher(Socket& listener);
+  // Reads what has arrived of c's hello: true when c is done with (accepted or refused).
+  bool read_hello(Pending& c);
+  // Why this hello is refused ("" when it is a wanted connection).
+  std::string judge(const Hello& h) const;
+  [[noreturn]] void timed_out() const;
+};
 
-  // Connect to lower ranks.
+void Mesh::connect_lower() {
   for (int p = 0; p < rank; ++p) {
     for (int i = 0; i < peers[p].sockets; ++i) {
       const std::string who = "rank " + std::to_string(p) + " (" + peers[p].host + ":" +
@@ -123,28 +132,19 @@ std::vector<std::vector<Socket>> connect_mesh(int rank, uint64_t nonce, Socket& 
       out[p][i] = std::move(s);
     }
   }
+}
 
-  // Accept from higher ranks, refusing whatever is not one of them.
+// Accepts from higher ranks, refusing whatever is not one of them.
+void Mesh::accept_higher(Socket& listener) {
   int expected = 0;
-  for (int p = rank + 1; p < world; ++p) expected += peers[p].sockets;
+  for (int p = rank + 1; p < world(); ++p) expected += peers[p].sockets;
   std::vector<Pending> pending;
   while (expected > 0) {
     std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
     for (auto& c : pending) fds.push_back({c.s.fd(), POLLIN, 0});
     int rc = poll(fds.data(), fds.size(), deadline.poll_ms(100));
     if (rc < 0 && errno != EINTR) ENGINE_FAIL("rank ", rank, ": poll failed: ", errno_str(errno));
-    if (deadline.expired() && rc == 0) {
-      std::string missing;
-      for (int p = rank + 1; p < world; ++p)
-        for (auto& s : out[p])
-          if (!s.valid()) {
-            missing += (missing.empty() ? "" : ", ") + std::to_string(p);
-            break;
-          }
-      throw TimeoutError(detail::concat("rank ", rank, ": timed out after ",
-                                        seconds_str(deadline.timeout()), " waiting for ranks [",
-                                        missing, "] to connect"));
-    }
+    if (deadline.expired() && rc == 0) timed_out();
     if (fds[0].revents & POLLIN) {
       while (true) {
         Socket s = accept_tcp(listener);
@@ -154,58 +154,82 @@ std::vector<std::vector<Socket>> connect_mesh(int rank, uint64_t nonce, Socket& 
       }
     }
     for (size_t k = 0; k < pending.size();) {
-      Pending& c = pending[k];
-      bool drop = false;
-      ssize_t n = recv(c.s.fd(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof(Hello) - c.got,
-                       MSG_DONTWAIT);
-      if (n == 0) {
-        refuse(rank, c.who, "it closed without a complete handshake");
-        drop = true;
-      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        refuse(rank, c.who, errno_str(errno));
-        drop = true;
-      } else if (n > 0) {
-        c.got += n;
-        // Judge the magic as soon as it is there, so garbage is refused without waiting.
-        if (c.got >= 4 && c.hello.magic != kHelloMagic) {
-          refuse(rank, c.who, "bad handshake bytes (not a rank of this job)");
-          drop = true;
-        } else if (c.got == sizeof(Hello)) {
-          const Hello& h = c.hello;
-          std::string why;
-          if (h.version != kVersion)
-            why = "protocol version mismatch";
-          else if (h.nonce != nonce)
-            why = "it belongs to another job (nonce mismatch)";
-          else if (h.to != rank)
-            why = "it wanted rank " + std::to_string(h.to);
-          else if (h.from <= rank || h.from >= world)
-            why = "bad rank " + std::to_string(h.from);
-          else if (h.index < 0 || h.index >= peers[h.from].sockets)
-            why = "bad connection index";
-          else if (out[h.from][h.index].valid())
-            why = "duplicate connection";
-          if (!why.empty()) {
-            refuse(rank, c.who, why);
-          } else {
-            uint32_t ack = kAckMagic;
-            send_all(c.s, &ack, sizeof ack, deadline, "rank " + std::to_string(h.from));
-            out[h.from][h.index] = std::move(c.s);
-            --expected;
-          }
-          drop = true;
-        }
-      }
-      if (drop) {
-        pending.erase(pending.begin() + k);
-      } else {
+      if (!read_hello(pending[k])) {
         ++k;
+        continue;
       }
+      if (!pending[k].s.valid()) --expected;  // moved into out
+      pending.erase(pending.begin() + k);
     }
   }
   for (auto& c : pending) refuse(rank, c.who, "no handshake before the mesh was complete");
+}
+
+bool Mesh::read_hello(Pending& c) {
+  ssize_t n = recv(c.s.fd(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof(Hello) - c.got,
+                   MSG_DONTWAIT);
+  if (n == 0) {
+    refuse(rank, c.who, "it closed without a complete handshake");
+    return true;
+  }
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+    refuse(rank, c.who, errno_str(errno));
+    return true;
+  }
+  c.got += n;
+  // Judge the magic as soon as it is there, so garbage is refused without waiting.
+  if (c.got >= 4 && c.hello.magic != kHelloMagic) {
+    refuse(rank, c.who, "bad handshake bytes (not a rank of this job)");
+    return true;
+  }
+  if (c.got < sizeof(Hello)) return false;
+  const Hello& h = c.hello;
+  const std::string why = judge(h);
+  if (!why.empty()) {
+    refuse(rank, c.who, why);
+    return true;
+  }
+  uint32_t ack = kAckMagic;
+  send_all(c.s, &ack, sizeof ack, deadline, "rank " + std::to_string(h.from));
+  out[h.from][h.index] = std::move(c.s);
+  return true;
+}
+
+std::string Mesh::judge(const Hello& h) const {
+  if (h.version != kVersion) return "protocol version mismatch";
+  if (h.nonce != nonce) return "it belongs to another job (nonce mismatch)";
+  if (h.to != rank) return "it wanted rank " + std::to_string(h.to);
+  if (h.from <= rank || h.from >= world()) return "bad rank " + std::to_string(h.from);
+  if (h.index < 0 || h.index >= peers[h.from].sockets) return "bad connection index";
+  if (out[h.from][h.index].valid()) return "duplicate connection";
+  return "";
+}
+
+void Mesh::timed_out() const {
+  std::string missing;
+  for (int p = rank + 1; p < world(); ++p)
+    for (auto& s : out[p])
+      if (!s.valid()) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+        break;
+      }
+  throw TimeoutError(detail::concat("rank ", rank, ": timed out after ",
+                                    seconds_str(deadline.timeout()), " waiting for ranks [",
+                                    missing, "] to connect"));
+}
+
+}  // namespace
+
+std::vector<std::vector<Socket>> connect_mesh(int rank, uint64_t nonce, Socket& listener,
+                                              const std::vector<MeshPeer>& peers,
+                                              Deadline deadline) {
+  Mesh m{rank, nonce, peers, deadline, std::vector<std::vector<Socket>>(peers.size())};
+  for (size_t p = 0; p < peers.size(); ++p) m.out[p].resize(peers[p].sockets);
+  m.connect_lower();
+  m.accept_higher(listener);
   listener.close();
-  return out;
+  return std::move(m.out);
 }
 
 }  // namespace engine::comm

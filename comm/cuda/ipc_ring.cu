@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "comm/cuda/ipc_ring_kernel.cuh"
@@ -157,6 +158,11 @@ struct CudaIpcRing::Impl {
   ~Impl();
   void release_peers();
   void new_generation(const CudaIpcRing& ring, int64_t cap, uint64_t done_value);
+  char* alloc_region(const Layout& l, uint64_t done_value) const;
+  void publish(const CudaIpcRing& ring, const std::string& prefix, char* region, int64_t cap,
+               int64_t segs, const Layout& l) const;
+  std::pair<PeerInfo, PeerInfo> neighbours(const CudaIpcRing& ring, const std::string& prefix,
+                                           int64_t cap, int64_t segs, const Layout& l) const;
   PeerInfo fetch(const CudaIpcRing& ring, const std::string& key, int peer, const char* role) const;
   char* open(const CudaIpcRing& ring, const PeerInfo& info, int peer, const char* role) const;
   void reset_control();
@@ -253,6 +259,79 @@ char* CudaIpcRing::Impl::open(const CudaIpcRing& ring, const PeerInfo& info, int
   return static_cast<char*>(p);
 }
 
+// A cleared region laid out as l, its done counters at done_value; cleared before it returns,
+// so before any peer can see its handle.
+char* CudaIpcRing::Impl::alloc_region(const Layout& l, uint64_t done_value) const {
+  char* fresh = nullptr;
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&fresh), l.nbytes));
+  try {
+    cudaStream_t s = cuda::comm_stream(device);
+    CUDA_CHECK(cudaMemsetAsync(fresh + l.flags, 0, l.nbytes - l.flags, s));
+    const std::vector<uint64_t> done_init(kMaxBlocks, done_value);
+    if (done_value != 0)
+      CUDA_CHECK(cudaMemcpyAsync(fresh + l.done, done_init.data(), sizeof(uint64_t) * kMaxBlocks,
+                                 cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  } catch (...) {
+    log_failure(cudaFree(fresh), "cudaFree", rank);
+    throw;
+  }
+  return fresh;
+}
+
+// Sets this rank's header and IPC handle of `region` under prefix/<rank> in the store.
+void CudaIpcRing::Impl::publish(const CudaIpcRing& ring, const std::string& prefix, char* region,
+                                int64_t cap, int64_t segs, const Layout& l) const {
+  PeerInfo me;
+  std::memset(&me, 0, sizeof me);
+  me.magic = kMagic;
+  me.version = kVersion;
+  me.world = ring.world_;
+  me.rank = ring.rank_;
+  me.device = device;
+  me.blocks = blocks;
+  me.pid = static_cast<int64_t>(getpid());
+  me.seg_elems = seg_elems;
+  me.cap_chunk = cap;
+  me.nseg_cap = segs;
+  me.generation = generation;
+  me.nbytes = l.nbytes;
+  copy_str(me.host, sizeof me.host, host);
+  copy_str(me.boot_id, sizeof me.boot_id, boot);
+  std::memcpy(me.gpu_uuid, gpu_uuid, sizeof gpu_uuid);
+  CUDA_CHECK(cudaIpcGetMemHandle(&me.handle, region));
+  ring.store_->set(prefix + std::to_string(ring.rank_),
+                   std::string(reinterpret_cast<char*>(&me), sizeof me));
+}
+
+// Waits for next's and prev's headers of this generation and checks they sized it as this rank.
+std::pair<PeerInfo, PeerInfo> CudaIpcRing::Impl::neighbours(const CudaIpcRing& ring,
+                                                            const std::string& prefix, int64_t cap,
+                                                            int64_t segs, const Layout& l) const {
+  const int W = ring.world_, r = ring.rank_;
+  const int nx = (r + 1) % W, pv = (r - 1 + W) % W;
+  const std::string next_key = prefix + std::to_string(nx), prev_key = prefix + std::to_string(pv);
+  try {
+    ring.store_->wait({next_key, prev_key}, ring.opts_.timeout);
+  } catch (const TimeoutError& e) {
+    const bool has_next = ring.store_->check({next_key});
+    throw TimeoutError(detail::concat("ipc_ring on rank ", r, " (cuda:", device,
+                                      "): ", has_next ? who(pv, "prev") : who(nx, "next"),
+                                      " did not publish its IPC region (generation ", generation,
+                                      ") within ", seconds_str(ring.opts_.timeout), ": ",
+                                      e.what()));
+  }
+  const PeerInfo ni = fetch(ring, next_key, nx, "next");
+  const PeerInfo pi = pv == nx ? ni : fetch(ring, prev_key, pv, "prev");
+  for (const PeerInfo* p : {&ni, &pi})
+    ENGINE_CHECK(p->cap_chunk == cap && p->nseg_cap == segs && p->nbytes == l.nbytes,
+                 "ipc_ring on rank ", r, ": ", who(p->rank, p == &ni ? "next" : "prev"),
+                 " sized generation ", generation, " for chunks of ", p->cap_chunk,
+                 " elements and this rank for ", cap,
+                 ": the ranks called all_reduce with different counts");
+  return {ni, pi};
+}
+
 // A new region of cap_chunk elements per chunk, its done counters at done_value (the call before
 // the one that needs it): allocate, clear, publish, open the neighbours', then drop the old one.
 void CudaIpcRing::Impl::new_generation(const CudaIpcRing& ring, int64_t cap, uint64_t done_value) {
@@ -260,67 +339,19 @@ void CudaIpcRing::Impl::new_generation(const CudaIpcRing& ring, int64_t cap, uin
   const int nx = (r + 1) % W, pv = (r - 1 + W) % W;
   const int64_t segs = ceil_div(cap, seg_elems);
   const Layout l = layout_of(W, cap, segs);
-  char* fresh = nullptr;
+  char* fresh = alloc_region(l, done_value);
   char* fresh_next = nullptr;
   char* fresh_prev = nullptr;
   try {
-    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&fresh), l.nbytes));
-    cudaStream_t s = cuda::comm_stream(device);
-    CUDA_CHECK(cudaMemsetAsync(fresh + l.flags, 0, l.nbytes - l.flags, s));
-    const std::vector<uint64_t> done_init(kMaxBlocks, done_value);
-    if (done_value != 0)
-      CUDA_CHECK(cudaMemcpyAsync(fresh + l.done, done_init.data(), sizeof(uint64_t) * kMaxBlocks,
-                                 cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));  // cleared before any peer can see the handle
-
-    PeerInfo me;
-    std::memset(&me, 0, sizeof me);
-    me.magic = kMagic;
-    me.version = kVersion;
-    me.world = W;
-    me.rank = r;
-    me.device = device;
-    me.blocks = blocks;
-    me.pid = static_cast<int64_t>(getpid());
-    me.seg_elems = seg_elems;
-    me.cap_chunk = cap;
-    me.nseg_cap = segs;
-    me.generation = generation;
-    me.nbytes = l.nbytes;
-    copy_str(me.host, sizeof me.host, host);
-    copy_str(me.boot_id, sizeof me.boot_id, boot);
-    std::memcpy(me.gpu_uuid, gpu_uuid, sizeof gpu_uuid);
-    CUDA_CHECK(cudaIpcGetMemHandle(&me.handle, fresh));
     const std::string prefix = detail::concat(ring.opts_.key, "/", generation, "/");
-    ring.store_->set(prefix + std::to_string(r),
-                     std::string(reinterpret_cast<char*>(&me), sizeof me));
-
-    const std::string next_key = prefix + std::to_string(nx),
-                      prev_key = prefix + std::to_string(pv);
-    try {
-      ring.store_->wait({next_key, prev_key}, ring.opts_.timeout);
-    } catch (const TimeoutError& e) {
-      const bool has_next = ring.store_->check({next_key});
-      throw TimeoutError(detail::concat("ipc_ring on rank ", r, " (cuda:", device,
-                                        "): ", has_next ? who(pv, "prev") : who(nx, "next"),
-                                        " did not publish its IPC region (generation ", generation,
-                                        ") within ", seconds_str(ring.opts_.timeout), ": ",
-                                        e.what()));
-    }
-    const PeerInfo ni = fetch(ring, next_key, nx, "next");
-    const PeerInfo pi = pv == nx ? ni : fetch(ring, prev_key, pv, "prev");
-    for (const PeerInfo* p : {&ni, &pi})
-      ENGINE_CHECK(p->cap_chunk == cap && p->nseg_cap == segs && p->nbytes == l.nbytes,
-                   "ipc_ring on rank ", r, ": ", who(p->rank, p == &ni ? "next" : "prev"),
-                   " sized generation ", generation, " for chunks of ", p->cap_chunk,
-                   " elements and this rank for ", cap,
-                   ": the ranks called all_reduce with different counts");
+    publish(ring, prefix, fresh, cap, segs, l);
+    const auto [ni, pi] = neighbours(ring, prefix, cap, segs, l);
     fresh_next = open(ring, ni, nx, "next");
     fresh_prev = pv == nx ? fresh_next : open(ring, pi, pv, "prev");
     next_blocks = ni.blocks;
   } catch (...) {
     if (fresh_next) log_failure(cudaIpcCloseMemHandle(fresh_next), "cudaIpcCloseMemHandle", rank);
-    if (fresh) log_failure(cudaFree(fresh), "cudaFree", rank);
+    log_failure(cudaFree(fresh), "cudaFree", rank);
     throw;
   }
   // The old generation is quiet: next published this one after its last call had ended, i.e.
@@ -434,9 +465,7 @@ void CudaIpcRing::Impl::drain(const CudaIpcRing& ring) {
 
 CudaIpcRing::CudaIpcRing(std::shared_ptr<Store> store, int rank, int world, int device,
                          IpcRingOptions opts)
-    : rank_(rank),
-      world_(world),
-      device_(device),
+    : DeviceGroup(rank, world, device),
       opts_(std::move(opts)),
       store_(std::move(store)),
       impl_(std::make_unique<Impl>()) {
@@ -509,11 +538,12 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
                "ipc_ring all_reduce on rank ", rank_,
                ": the buffer is not memory of cuda:", device_);
   Impl& m = *impl_;
-  const ipc::RingGeometry g = ipc::ring_geometry(static_cast<int64_t>(count), world_, m.seg_elems);
+  const RingSchedule sched = ipc::ring_schedule(static_cast<int64_t>(count), rank_, world_);
+  const auto max_chunk = static_cast<int64_t>(sched.max_chunk());  // a multiple of 4
   broken_ = true;  // until this call has succeeded: every throw below leaves the ring broken
   const uint64_t seq = m.seq + 1;
-  if (g.chunk_elems > m.cap_chunk)
-    m.new_generation(*this, round_up(std::max(g.chunk_elems, m.cap_chunk + m.cap_chunk / 2), 4),
+  if (max_chunk > m.cap_chunk)
+    m.new_generation(*this, round_up(std::max(max_chunk, m.cap_chunk + m.cap_chunk / 2), 4),
                      seq - 1);
 
   cudaStream_t stream = cuda::comm_stream(device_);
@@ -532,9 +562,8 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
   a.seq = seq;
   a.timeout_ns = static_cast<uint64_t>(opts_.timeout.count()) * 1000000ull;
   a.count = static_cast<int64_t>(count);
-  a.chunk_elems = g.chunk_elems;
   a.seg_elems = m.seg_elems;
-  a.nseg = g.nseg;
+  a.nseg = static_cast<int64_t>(sched.segments(static_cast<size_t>(m.seg_elems)));
   a.nseg_cap = m.nseg_cap;
   a.rank = rank_;
   a.world = world_;

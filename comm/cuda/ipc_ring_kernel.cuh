@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "comm/ring.h"       // RingSchedule: the chunks and segments of every unit
 #include "kernels/reduce.h"  // SumOp, ProdOp, MaxOp, MinOp (ENGINE_HD)
 
 namespace engine::comm::ipc {
@@ -11,6 +12,7 @@ namespace engine::comm::ipc {
 constexpr int kThreads = 512;   // per block
 constexpr int kMaxBlocks = 64;  // done counters per region, wait records per call
 constexpr int kUnroll = 4;      // float4 loads in flight per thread
+constexpr int kAlign = 4;       // chunks start at multiples of 4 floats: 16-byte aligned segments
 
 // What thread 0 of a block was waiting for when it gave up; in host-mapped memory, written by the
 // kernel (state last), read by the host once the kernel has ended.
@@ -44,9 +46,8 @@ struct RingArgs {
   uint64_t seq;         // this call's sequence number, from 1
   uint64_t timeout_ns;  // per wait
   int64_t count;        // elements of data
-  int64_t chunk_elems;  // C: chunk c is [c*C, min((c+1)*C, count)); a multiple of 4
   int64_t seg_elems;    // a multiple of 4
-  int64_t nseg;         // segments per chunk in this call: ceil(C / seg_elems)
+  int64_t nseg;         // segments per chunk in this call: ring_schedule(...).segments(seg_elems)
   int64_t nseg_cap;     // the flags' stride per (phase, chunk)
   int rank, world;
   int next_blocks;  // done counters to wait on: next's grid
@@ -54,28 +55,34 @@ struct RingArgs {
   bool vec;         // data is 16-byte aligned: float4 loads and stores
 };
 
-// The units of the ring for rank r (indices mod W), each on chunk `chunk`:
+// The units of the ring for rank r, each on chunk `chunk` (indices mod W):
 //   kSend      unit 0           next.rs = local
 //   kReduce    unit 1..W-2      next.rs = rs op local
 //   kFinal     unit W-1         local = next.ag = rs op local (/W for AVG)
 //   kCopy      unit W..2W-3     local = next.ag = ag
 //   kLastCopy  unit 2W-2        local = ag
+// Unit u < 2W-2 moves the chunk that step u of the schedule (comm/ring.h, both phases in a row)
+// sends: the one step u-1 received. The last unit stores what the last step received.
 enum UnitKind : int { kSend, kReduce, kFinal, kCopy, kLastCopy };
 struct RingUnit {
   int kind;
   int chunk;
 };
 
-ENGINE_HD int ring_mod(int x, int w) {
-  return ((x % w) + w) % w;
+// The schedule of a call on rank `rank`: comm/ring.h's, chunks aligned to kAlign elements.
+ENGINE_HD RingSchedule ring_schedule(int64_t count, int rank, int world) {
+  return RingSchedule(rank, world, static_cast<size_t>(count), 0, kAlign);
 }
 
-ENGINE_HD RingUnit ring_unit(int u, int rank, int world) {
-  if (u == 0) return {kSend, rank};
-  if (u < world - 1) return {kReduce, ring_mod(rank - u, world)};
-  if (u == world - 1) return {kFinal, ring_mod(rank + 1, world)};
-  if (u < 2 * world - 2) return {kCopy, ring_mod(rank + 1 - (u - world + 1), world)};
-  return {kLastCopy, ring_mod(rank + 2, world)};
+ENGINE_HD RingUnit ring_unit(const RingSchedule& s, int u) {
+  const int W = s.world(), last = 2 * W - 2;
+  const int kind = u == 0       ? kSend
+                   : u < W - 1  ? kReduce
+                   : u == W - 1 ? kFinal
+                   : u < last   ? kCopy
+                                : kLastCopy;
+  if (u < last) return {kind, s.send_chunk(s.phase_of(u), s.phase_step(u))};
+  return {kind, s.recv_chunk(s.phase_of(last - 1), s.phase_step(last - 1))};
 }
 
 // Flags: phase 0 for reduce-scatter data (units 0..W-2 write it, 1..W-1 read it), phase 1 for
@@ -91,28 +98,14 @@ ENGINE_HD int64_t ring_flag_index(int phase, int chunk, int64_t segment, int wor
   return (static_cast<int64_t>(phase) * world + chunk) * nseg_cap + segment;
 }
 
-// The chunks of a call: C = ceil(count / W) rounded up to 4, so that every chunk and segment
-// starts 16-byte aligned; chunk c is [c*C, min((c+1)*C, count)), cut into nseg segments.
-struct RingGeometry {
-  int64_t chunk_elems, nseg;
-};
-ENGINE_HD RingGeometry ring_geometry(int64_t count, int world, int64_t seg_elems) {
-  const int64_t chunk = (count + world - 1) / world;
-  const int64_t aligned = (chunk + 3) / 4 * 4;
-  return {aligned, (aligned + seg_elems - 1) / seg_elems};
-}
-
-// Elements [lo, hi) of segment j of chunk c; empty (lo >= hi) past the end of the buffer, and
-// then so are the chunk's later segments.
+// Elements [lo, hi) of segment j of chunk c: the schedule's segment; empty (lo >= hi) past the
+// chunk's end, and then so are the chunk's later segments.
 struct RingSpan {
   int64_t lo, hi;
 };
-ENGINE_HD RingSpan ring_span(int64_t count, int64_t chunk_elems, int64_t seg_elems, int chunk,
-                             int64_t j) {
-  const int64_t chunk_lo = static_cast<int64_t>(chunk) * chunk_elems;
-  const int64_t chunk_hi = chunk_lo + chunk_elems < count ? chunk_lo + chunk_elems : count;
-  const int64_t lo = chunk_lo + j * seg_elems;
-  return {lo, lo + seg_elems < chunk_hi ? lo + seg_elems : chunk_hi};
+ENGINE_HD RingSpan ring_span(const RingSchedule& s, int chunk, int64_t j, int64_t seg_elems) {
+  const Range r = s.segment(chunk, static_cast<size_t>(j), static_cast<size_t>(seg_elems));
+  return {static_cast<int64_t>(r.begin), static_cast<int64_t>(r.end)};
 }
 
 // One element of a unit: `in` from this rank's staging, `local` from the user's buffer.
@@ -269,10 +262,11 @@ __global__ void __launch_bounds__(kThreads) ipc_ring_kernel(const RingArgs a, co
     if (!__syncthreads_and(ok)) return;
   }
   const int world = a.world;
+  const RingSchedule sched = ring_schedule(a.count, a.rank, world);
   for (int u = 0; u < 2 * world - 1; ++u) {
-    const RingUnit unit = ring_unit(u, a.rank, world);
+    const RingUnit unit = ring_unit(sched, u);
     for (int64_t j = blockIdx.x; j < a.nseg; j += gridDim.x) {
-      const RingSpan span = ring_span(a.count, a.chunk_elems, a.seg_elems, unit.chunk, j);
+      const RingSpan span = ring_span(sched, unit.chunk, j, a.seg_elems);
       const int64_t lo = span.lo, hi = span.hi;
       if (lo >= hi) break;  // the rest of this chunk is past the end of the buffer
       if (unit.kind != kSend) {

@@ -1,5 +1,6 @@
 // tests/comm/test_cuda_ipc_ring.cpp: the CUDA IPC ring (comm/cuda_ipc_ring.h).
-//  - On the CPU, always: the kernel's schedule (its own unit, span, flag and element helpers)
+//  - On the CPU, always: the kernel's unit decoding is comm/ring.h's RingSchedule (every unit and
+//    segment, W = 1..8); the kernel's schedule (its unit, span, flag and element helpers)
 //    simulated with ranks and blocks interleaved at random: results, and that no staging is
 //    overwritten before its reader consumed it, over many calls of changing sizes.
 //  - Without a device: the constructor throws an engine::Error about CUDA.
@@ -122,7 +123,7 @@ class RingSim {
       : world_(world), blocks_(std::move(blocks)), seg_(seg_elems), calls_(std::move(calls)) {
     int64_t cap = 0;
     for (const Call& c : calls_)
-      cap = std::max(cap, ipc::ring_geometry(c.count, world, seg_).chunk_elems);
+      cap = std::max(cap, static_cast<int64_t>(ipc::ring_schedule(c.count, 0, world).max_chunk()));
     nseg_cap_ = (cap + seg_ - 1) / seg_;
     ranks_.resize(world);
     for (int r = 0; r < world; ++r) {
@@ -217,12 +218,13 @@ class RingSim {
       B.j = b;
       return 1;
     }
-    const ipc::RingGeometry g = ipc::ring_geometry(c.count, world_, seg_);
+    const RingSchedule sched = ipc::ring_schedule(c.count, r, world_);
+    const auto nseg = static_cast<int64_t>(sched.segments(static_cast<size_t>(seg_)));
     ipc::RingSpan span{0, 0};
     while (B.u < 2 * world_ - 1) {
-      const ipc::RingUnit unit = ipc::ring_unit(B.u, r, world_);
-      if (B.j < g.nseg) {
-        span = ipc::ring_span(c.count, g.chunk_elems, seg_, unit.chunk, B.j);
+      const ipc::RingUnit unit = ipc::ring_unit(sched, B.u);
+      if (B.j < nseg) {
+        span = ipc::ring_span(sched, unit.chunk, B.j, seg_);
         if (span.lo < span.hi) break;
       }
       ++B.u;
@@ -243,7 +245,7 @@ class RingSim {
       }
       return 1;
     }
-    const ipc::RingUnit unit = ipc::ring_unit(B.u, r, world_);
+    const ipc::RingUnit unit = ipc::ring_unit(sched, B.u);
     if (unit.kind != ipc::kSend &&
         R.flags[ipc::ring_flag_index(ipc::ring_in_phase(B.u, world_), unit.chunk, B.j, world_,
                                      nseg_cap_)] < seq)
@@ -315,13 +317,14 @@ TEST(IpcRingSchedule, ChunksAreAlignedAndCoverTheBuffer) {
   for (int W : {1, 2, 3, 7, 8})
     for (int64_t n : {1, 2, 3, 5, 1013, 1 << 20})
       for (int64_t seg : {4, 12, 256}) {
-        const ipc::RingGeometry g = ipc::ring_geometry(n, W, seg);
-        EXPECT_EQ(g.chunk_elems % 4, 0);
-        EXPECT_GE(g.chunk_elems * W, n);
+        const RingSchedule sched = ipc::ring_schedule(n, 0, W);
+        const auto nseg = static_cast<int64_t>(sched.segments(static_cast<size_t>(seg)));
+        EXPECT_EQ(sched.max_chunk() % 4, 0u);
+        EXPECT_GE(static_cast<int64_t>(sched.max_chunk()) * W, n);
         int64_t covered = 0;
         for (int c = 0; c < W; ++c)
-          for (int64_t j = 0; j < g.nseg; ++j) {
-            const ipc::RingSpan s = ipc::ring_span(n, g.chunk_elems, seg, c, j);
+          for (int64_t j = 0; j < nseg; ++j) {
+            const ipc::RingSpan s = ipc::ring_span(sched, c, j, seg);
             if (s.lo >= s.hi) break;
             EXPECT_EQ(s.lo, covered) << "W=" << W << " n=" << n << " seg=" << seg;
             EXPECT_EQ(s.lo % 4, 0);
@@ -329,6 +332,52 @@ TEST(IpcRingSchedule, ChunksAreAlignedAndCoverTheBuffer) {
           }
         EXPECT_EQ(covered, n) << "W=" << W << " n=" << n << " seg=" << seg;
       }
+}
+
+// The kernel's unit decoding is the shared ring schedule: for every rank, unit and segment, the
+// chunk the kernel moves is the one the schedule's step sends (the last unit: the one its last
+// step received), and the elements are the schedule's segment of that chunk; the chunks are
+// as comm/cuda_ipc_ring.h describes.
+TEST(IpcRingSchedule, KernelUnitsAreTheRingSchedule) {
+  std::vector<int64_t> counts;
+  for (int W = 1; W <= 8; ++W) {
+    counts.clear();
+    for (int64_t n = 0; n <= 4 * W + 3; ++n) counts.push_back(n);
+    for (int64_t n : {1013, 4099, (1 << 20) + 3, (3 << 22) + 1}) counts.push_back(n);
+    for (int64_t n : counts)
+      for (int r = 0; r < W; ++r) {
+        const RingSchedule kernel = ipc::ring_schedule(n, r, W);
+        const RingSchedule host(r, W, static_cast<size_t>(n), 0, 4);
+        for (int u = 0; u < 2 * W - 1; ++u) {
+          const ipc::RingUnit unit = ipc::ring_unit(kernel, u);
+          const int g = u < 2 * W - 2 ? u : 2 * W - 3;
+          const int want = u < 2 * W - 2 ? host.send_chunk(host.phase_of(g), host.phase_step(g))
+                                         : host.recv_chunk(host.phase_of(g), host.phase_step(g));
+          ASSERT_EQ(unit.chunk, W == 1 ? 0 : want) << "W=" << W << " n=" << n << " u=" << u;
+          if (u > 0 && W > 1) {  // what unit u moves is what step u-1 brought in
+            ASSERT_EQ(unit.chunk, host.recv_chunk(host.phase_of(u - 1), host.phase_step(u - 1)));
+          }
+          // The units as comm/cuda_ipc_ring.h spells them out: r, r-s, r+1, r+1-t, r+2 (mod W).
+          const int spelled = u == 0          ? r
+                              : u < W - 1     ? r - u
+                              : u == W - 1    ? r + 1
+                              : u < 2 * W - 2 ? r + 1 - (u - W + 1)
+                                              : r + 2;
+          ASSERT_EQ(unit.chunk, ((spelled % W) + W) % W) << "W=" << W << " u=" << u;
+          for (int64_t seg : {4, 8, 1024}) {
+            if (n > 5000 && seg < 1024) continue;  // many tiny segments say nothing new
+            const size_t nseg = kernel.segments(static_cast<size_t>(seg));
+            ASSERT_EQ(nseg, host.segments(static_cast<size_t>(seg)));
+            for (size_t j = 0; j < nseg; ++j) {
+              const ipc::RingSpan span = ipc::ring_span(kernel, unit.chunk, j, seg);
+              const Range want_seg = host.segment(unit.chunk, j, static_cast<size_t>(seg));
+              ASSERT_EQ(span.lo, static_cast<int64_t>(want_seg.begin)) << "W=" << W << " n=" << n;
+              ASSERT_EQ(span.hi, static_cast<int64_t>(want_seg.end)) << "W=" << W << " n=" << n;
+            }
+          }
+        }
+      }
+  }
 }
 
 // ---- Processes ------------------------------------------------------------------------------
