@@ -11,7 +11,7 @@
 #include "apps/ring_demo/draw.h"
 #include "apps/ring_demo/report.h"
 #include "apps/ring_demo/run.h"
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace {
 

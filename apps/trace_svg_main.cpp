@@ -8,7 +8,7 @@
 #include "apps/trace_svg/overlap.h"
 #include "apps/trace_svg/render.h"
 #include "apps/trace_svg/timeline.h"
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace {
 

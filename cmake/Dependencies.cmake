@@ -1,7 +1,9 @@
-# Finds what the engine links against. CPU: OpenBLAS (GEMM), zlib (gzip IDX), threads.
+# Finds what the engine links against. CPU: OpenBLAS (GEMM), zlib (gzip IDX), threads,
+# nlohmann-json (every JSON the engine reads or writes, in io/).
 # CUDA (optional, ENGINE_CUDA=AUTO|ON|OFF): CUDAToolkit, cuBLAS, cuDNN and NCCL.
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas REQUIRED)

@@ -36,8 +36,8 @@
 #include "comm/ring.h"
 #include "comm/store.h"
 #include "comm/transport.h"
-#include "core/dtype.h"
 #include "core/tensor.h"
+#include "io/dtype.h"
 
 namespace engine::comm {
 

@@ -60,8 +60,8 @@
 #include "comm/device_group.h"
 #include "comm/reduce.h"
 #include "comm/store.h"
-#include "core/dtype.h"
 #include "core/tensor.h"
+#include "io/dtype.h"
 
 namespace engine::cuda {
 class Event;

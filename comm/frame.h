@@ -7,7 +7,7 @@
 #include <string>
 
 #include "comm/reduce.h"
-#include "core/dtype.h"
+#include "io/dtype.h"
 
 namespace engine::comm {
 

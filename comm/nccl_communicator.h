@@ -25,8 +25,8 @@
 #include "comm/reduce.h"
 #include "comm/store.h"
 #include "core/cuda_backend.h"
-#include "core/dtype.h"
 #include "core/tensor.h"
+#include "io/dtype.h"
 
 namespace engine::comm {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/dtype.h"
+#include "io/dtype.h"
 
 namespace engine::comm {
 

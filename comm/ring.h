@@ -46,7 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "io/dtype.h"
 
 // Host and device: the schedule runs inside the CUDA IPC ring's kernel too.
 #if defined(__CUDACC__)

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/dtype.h"
+#include "io/dtype.h"
 
 namespace engine {
 

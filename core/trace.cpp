@@ -2,23 +2,21 @@
 // mutex); the registry of buffers outlives the threads, so events of finished threads are written.
 #include "core/trace.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace engine::trace {
 namespace {
 
 struct Event {
-  std::string name, category, args;
+  std::string name, category;
+  Args args;
   int64_t ts_ns = 0, dur_ns = 0;
   char ph = 'X';
 };
@@ -76,30 +74,44 @@ void push(Event e) {
   b.events.push_back(std::move(e));
 }
 
-// Nanoseconds as microseconds with three decimals: exact, so nested events stay nested.
-void append_us(std::string& out, int64_t ns) {
-  char buf[32];
-  const int64_t a = ns < 0 ? -ns : ns;
-  std::snprintf(buf, sizeof buf, "%s%lld.%03lld", ns < 0 ? "-" : "",
-                static_cast<long long>(a / 1000), static_cast<long long>(a % 1000));
-  out += buf;
+// Nanoseconds as microseconds. The double nearest ns / 1000 is what a reader of the exact
+// three-decimal text would get, and nlohmann writes the shortest text that reads back to it.
+double us(int64_t ns) {
+  return static_cast<double>(ns) / 1000.0;
 }
 
-void append_key(std::string& args, std::string_view key) {
-  if (!args.empty()) args += ',';
-  append_json_string(args, key);
-  args += ':';
+Json arg_value(const Arg& a) {
+  if (const auto* d = std::get_if<double>(&a.value)) {
+    if (!std::isfinite(*d)) return std::isnan(*d) ? "nan" : (*d > 0 ? "inf" : "-inf");
+    return *d;
+  }
+  if (const auto* i = std::get_if<int64_t>(&a.value)) return *i;
+  return std::get<std::string>(a.value);
 }
 
-void append_metadata(std::string& out, const char* what, int pid, int tid, const char* key,
-                     const std::string& value_json) {
-  out += "{\"name\":\"";
-  out += what;
-  out += "\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
-         ",\"args\":{\"" + key + "\":" + value_json + "}},\n";
+Json event_json(const Event& e, int pid, int tid) {
+  Json j = {{"name", e.name}, {"cat", e.category}, {"ph", std::string(1, e.ph)},
+            {"pid", pid},     {"tid", tid},        {"ts", us(e.ts_ns)}};
+  if (e.ph == 'X')
+    j["dur"] = us(e.dur_ns);
+  else
+    j["s"] = "t";  // an instant event's scope: its thread
+  if (!e.args.empty()) {
+    Json& args = j["args"] = Json::object();
+    for (const Arg& a : e.args) args[a.key] = arg_value(a);
+  }
+  return j;
 }
 
-const char kEventsEnd[] = "\n],\n\"displayTimeUnit\":\"ms\"";
+// A metadata event ("ph":"M"): names and sort order of the process and thread tracks.
+Json metadata(const char* what, int pid, int tid, const char* key, Json value) {
+  return {
+      {"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{key, std::move(value)}}}};
+}
+
+std::string trace_text(Json events) {
+  return dump_json({{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}) + "\n";
+}
 
 }  // namespace
 
@@ -148,10 +160,10 @@ double now_us() {
 }
 
 void record_complete(std::string_view name, std::string_view category, double start_us,
-                     double dur_us, std::string args_json) {
+                     double dur_us, Args args) {
   if (!enabled()) return;
-  push({std::string(name), std::string(category), std::move(args_json),
-        std::llround(start_us * 1000.0), std::llround(std::max(0.0, dur_us) * 1000.0), 'X'});
+  push({std::string(name), std::string(category), std::move(args), std::llround(start_us * 1000.0),
+        std::llround(std::max(0.0, dur_us) * 1000.0), 'X'});
 }
 
 void instant(std::string_view name, std::string_view category) {
@@ -172,118 +184,38 @@ void Scope::end() {
       {std::move(name_), std::move(category_), std::move(args_), start_ns_, stop - start_ns_, 'X'});
 }
 
-void Scope::add_int(std::string_view key, int64_t v) {
-  append_key(args_, key);
-  args_ += std::to_string(v);
-}
-
-void Scope::add_double(std::string_view key, double v) {
-  append_key(args_, key);
-  if (!std::isfinite(v)) {  // JSON has no NaN or infinity
-    append_json_string(args_, std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
-    return;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  args_ += buf;
-}
-
-void Scope::add_string(std::string_view key, std::string_view v) {
-  append_key(args_, key);
-  append_json_string(args_, v);
-}
-
 std::string to_json() {
   Registry& r = reg();
   std::lock_guard lk(r.mu);
   const int pid = r.pid;
-  std::string out = "{\"traceEvents\":[\n";
-  std::string pname;
-  append_json_string(pname, "rank " + std::to_string(pid));
-  append_metadata(out, "process_name", pid, 0, "name", pname);
-  append_metadata(out, "process_sort_index", pid, 0, "sort_index", std::to_string(pid));
+  Json events = Json::array();
+  events.push_back(metadata("process_name", pid, 0, "name", "rank " + std::to_string(pid)));
+  events.push_back(metadata("process_sort_index", pid, 0, "sort_index", pid));
   for (auto& t : r.threads) {
     std::lock_guard tl(t->mu);
-    std::string tname;
-    append_json_string(tname, t->name);
-    append_metadata(out, "thread_name", pid, t->tid, "name", tname);
-    append_metadata(out, "thread_sort_index", pid, t->tid, "sort_index", std::to_string(t->tid));
-    for (const Event& e : t->events) {
-      out += "{\"name\":";
-      append_json_string(out, e.name);
-      out += ",\"cat\":";
-      append_json_string(out, e.category);
-      out += ",\"ph\":\"";
-      out += e.ph;
-      out +=
-          "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(t->tid) + ",\"ts\":";
-      append_us(out, e.ts_ns);
-      if (e.ph == 'X') {
-        out += ",\"dur\":";
-        append_us(out, e.dur_ns);
-      } else {
-        out += ",\"s\":\"t\"";  // an instant event's scope: its thread
-      }
-      if (!e.args.empty()) out += ",\"args\":{" + e.args + "}";
-      out += "},\n";
-    }
+    events.push_back(metadata("thread_name", pid, t->tid, "name", t->name));
+    events.push_back(metadata("thread_sort_index", pid, t->tid, "sort_index", t->tid));
+    for (const Event& e : t->events) events.push_back(event_json(e, pid, t->tid));
   }
-  // The last line is one more metadata event, so that no event line needs a trailing comma test.
-  append_metadata(out, "trace_stats", pid, 0, "dropped_events",
-                  std::to_string(r.dropped.load(std::memory_order_relaxed)));
-  out.resize(out.size() - 2);  // drop ",\n"
-  out += kEventsEnd;
-  out += "}\n";
-  return out;
+  events.push_back(
+      metadata("trace_stats", pid, 0, "dropped_events", r.dropped.load(std::memory_order_relaxed)));
+  return trace_text(std::move(events));
 }
-
-namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    ENGINE_CHECK(f, "trace: cannot create '", tmp, "'");
-    f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      ENGINE_FAIL("trace: cannot write '", tmp, "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    ENGINE_FAIL("trace: cannot rename '", tmp, "' to '", path, "'");
-  }
-}
-
-}  // namespace
 
 void write(const std::string& path) {
-  write_text(path, to_json());
+  write_file_atomic(path, to_json());
 }
 
 void merge_files(const std::vector<std::string>& inputs, const std::string& path) {
-  const std::string begin = "{\"traceEvents\":[\n";
-  std::string out = begin;
-  bool first = true;
+  Json events = Json::array();
   for (const std::string& in : inputs) {
-    std::ifstream f(in, std::ios::binary);
-    ENGINE_CHECK(f, "trace: cannot read '", in, "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string text = ss.str();
-    const size_t end = text.rfind(kEventsEnd);
-    ENGINE_CHECK(text.rfind(begin, 0) == 0 && end != std::string::npos && end >= begin.size(),
-                 "trace: '", in, "' is not a trace written by trace::write");
-    if (end == begin.size()) continue;  // no events
-    if (!first) out += ",\n";
-    out.append(text, begin.size(), end - begin.size());
-    first = false;
+    Json doc = parse_json(read_file(in), "trace '" + in + "'");
+    auto it = doc.is_object() ? doc.find("traceEvents") : doc.end();
+    ENGINE_CHECK(it != doc.end() && it->is_array(), "trace: '", in,
+                 "' is not a trace written by trace::write");
+    for (Json& e : *it) events.push_back(std::move(e));
   }
-  out += kEventsEnd;
-  out += "}\n";
-  write_text(path, out);
+  write_file_atomic(path, trace_text(std::move(events)));
 }
 
 }  // namespace engine::trace

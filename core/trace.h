@@ -16,9 +16,8 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <variant>
 #include <vector>
-
-#include "core/json_string.h"
 
 namespace engine::trace {
 
@@ -43,22 +42,28 @@ void set_thread_name(std::string_view name);
 // Microseconds on the trace's clock.
 double now_us();
 
-// One complete event on the calling thread: [start_us, start_us + dur_us). args_json is "" or the
-// members of a JSON object without braces, e.g. "\"bucket\":3" (see Scope::arg for escaping).
+// A value shown with an event (its "args"): an integer, a number (NaN and infinities are written
+// as the strings "nan", "inf", "-inf": JSON has no such numbers) or a text.
+struct Arg {
+  std::string key;
+  std::variant<int64_t, double, std::string> value;
+};
+using Args = std::vector<Arg>;
+
+// One complete event on the calling thread: [start_us, start_us + dur_us).
 void record_complete(std::string_view name, std::string_view category, double start_us,
-                     double dur_us, std::string args_json = {});
+                     double dur_us, Args args = {});
 // A point in time on the calling thread ("ph":"i").
 void instant(std::string_view name, std::string_view category = "engine");
 
-// The recording as a JSON document, and the same written to path (atomically: a temporary file
-// renamed over it). write() throws engine::Error naming the path when it cannot write.
+// The recording as a JSON document (written by nlohmann-json, io/json.h), and the same written to
+// path atomically (io/atomic_file.h). write() throws engine::Error naming the path when it cannot
+// write.
 std::string to_json();
 void write(const std::string& path);
 // Joins trace files written by write() (e.g. one per rank) into one file with every event.
+// Throws engine::Error naming an input that cannot be read or is not such a trace.
 void merge_files(const std::vector<std::string>& inputs, const std::string& path);
-
-// Appends s to out as a JSON string literal (quotes included), escaping as RFC 8259 requires.
-using ::engine::append_json_string;  // core/json_string.h
 
 // Records the time from construction to destruction as one event on the calling thread.
 // Names are copied only when recording is on, so dynamic names cost nothing when it is off.
@@ -76,16 +81,16 @@ class Scope {
   // Extra values shown with the event (ignored when not recording).
   template <class T>
   requires std::is_integral_v<T> Scope& arg(std::string_view key, T v) {
-    if (active_) add_int(key, static_cast<int64_t>(v));
+    if (active_) args_.push_back({std::string(key), static_cast<int64_t>(v)});
     return *this;
   }
   template <class T>
   requires std::is_floating_point_v<T> Scope& arg(std::string_view key, T v) {
-    if (active_) add_double(key, static_cast<double>(v));
+    if (active_) args_.push_back({std::string(key), static_cast<double>(v)});
     return *this;
   }
   Scope& arg(std::string_view key, std::string_view v) {
-    if (active_) add_string(key, v);
+    if (active_) args_.push_back({std::string(key), std::string(v)});
     return *this;
   }
   Scope& arg(std::string_view key, const char* v) { return arg(key, std::string_view(v)); }
@@ -93,12 +98,10 @@ class Scope {
  private:
   void begin(std::string_view name, std::string_view category);
   void end();
-  void add_int(std::string_view key, int64_t v);
-  void add_double(std::string_view key, double v);
-  void add_string(std::string_view key, std::string_view v);
   bool active_ = false;
   int64_t start_ns_ = 0;
-  std::string name_, category_, args_;
+  std::string name_, category_;
+  Args args_;
 };
 
 }  // namespace engine::trace

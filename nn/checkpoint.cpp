@@ -6,7 +6,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace engine::nn {
 namespace {

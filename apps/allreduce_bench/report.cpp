@@ -2,7 +2,8 @@
 #include "apps/allreduce_bench/report.h"
 
 #include <fstream>
-#include <sstream>
+
+#include "io/json.h"
 
 namespace engine::allreduce_bench {
 namespace {
@@ -60,21 +61,21 @@ void print_row(FILE* out, const Row& r) {
 }
 
 std::string json_row(const Row& r, const Config& cfg) {
-  std::ostringstream os;
-  os.precision(6);
-  os << "{\"collective\": \"" << collective_name(r.collective) << "\", \"world\": " << r.world
-     << ", \"transport\": \"" << r.transport << "\", \"device\": \"" << cfg.device
-     << "\", \"backend\": \"" << cfg.backend << "\"";
-  if (cfg.cuda() && !cfg.nccl()) os << ", \"ring_transport\": \"" << cfg.ring_transport << "\"";
-  os << ", \"op\": \"" << comm::reduce_op_name(cfg.op) << "\", \"bytes\": " << r.bytes
-     << ", \"count\": " << r.count << ", \"iters\": " << r.iters << ", \"time_us\": " << r.time_us
-     << ", \"algbw_gbs\": " << r.algbw_gbs << ", \"busbw_gbs\": " << r.busbw_gbs << ", \"wrong\": ";
-  if (r.wrong < 0)
-    os << "null";
-  else
-    os << r.wrong;
-  os << "}";
-  return os.str();
+  Json j = {{"collective", collective_name(r.collective)},
+            {"world", r.world},
+            {"transport", r.transport},
+            {"device", cfg.device},
+            {"backend", cfg.backend}};
+  if (cfg.cuda() && !cfg.nccl()) j["ring_transport"] = cfg.ring_transport;
+  j.update({{"op", comm::reduce_op_name(cfg.op)},
+            {"bytes", r.bytes},
+            {"count", r.count},
+            {"iters", r.iters},
+            {"time_us", r.time_us},
+            {"algbw_gbs", r.algbw_gbs},
+            {"busbw_gbs", r.busbw_gbs},
+            {"wrong", r.wrong < 0 ? Json(nullptr) : Json(r.wrong)}});
+  return dump_json(j);
 }
 
 }  // namespace engine::allreduce_bench

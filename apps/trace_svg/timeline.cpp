@@ -9,42 +9,53 @@
 #include <utility>
 
 #include "core/error.h"
-#include "nn/atomic_file.h"
-#include "nn/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace engine::trace_svg {
 namespace {
 
 // An argument value as short text: numbers as written (ints exactly), strings bare.
 std::string arg_text(const Json& v) {
-  if (v.is_string()) return v.as_string();
-  if (v.is_int()) return std::to_string(v.as_int());
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return dump_json(v);
   if (v.is_number()) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v.as_double());
+    std::snprintf(buf, sizeof buf, "%g", v.get<double>());
     return buf;
   }
-  return v.dump();
+  return dump_json(v);
 }
 
 std::vector<std::pair<std::string, std::string>> args_of(const Json& e) {
   std::vector<std::pair<std::string, std::string>> out;
-  const Json* a = e.find("args");
-  if (a && a->is_object())
-    for (const auto& [k, v] : a->members()) out.push_back({k, arg_text(v)});
+  const auto a = e.find("args");
+  if (a != e.end() && a->is_object())
+    for (const auto& [k, v] : a->items()) out.push_back({k, arg_text(v)});
   return out;
 }
 
+// The member `key` of event e when it satisfies `is` (e.g. &Json::is_string), else nullptr.
+const Json* member(const Json& e, const char* key, bool (Json::*is)() const noexcept) {
+  const auto v = e.find(key);
+  return v != e.end() && ((*v).*is)() ? &*v : nullptr;
+}
+
 const std::string& field_string(const Json& e, const char* key, size_t i, const std::string& src) {
-  const Json* v = e.find(key);
-  ENGINE_CHECK(v && v->is_string(), src, ": event ", i, " has no string \"", key, "\"");
-  return v->as_string();
+  const Json* v = member(e, key, &Json::is_string);
+  ENGINE_CHECK(v, src, ": event ", i, " has no string \"", key, "\"");
+  return v->get_ref<const std::string&>();
 }
 
 double field_number(const Json& e, const char* key, size_t i, const std::string& src) {
-  const Json* v = e.find(key);
-  ENGINE_CHECK(v && v->is_number(), src, ": event ", i, " has no number \"", key, "\"");
-  return v->as_double();
+  const Json* v = member(e, key, &Json::is_number);
+  ENGINE_CHECK(v, src, ": event ", i, " has no number \"", key, "\"");
+  return v->get<double>();
+}
+
+int64_t field_int_or_0(const Json& e, const char* key) {
+  const Json* v = member(e, key, &Json::is_number_integer);
+  return v ? v->get<int64_t>() : 0;
 }
 
 // Depth and sequence number of every event on one thread: sorted by start (longer first on ties),
@@ -66,14 +77,9 @@ void assign_depths(std::vector<Event>& evs) {
 }  // namespace
 
 Timeline parse_timeline(const std::string& text, const std::string& source) {
-  Json doc;
-  try {
-    doc = Json::parse(text);
-  } catch (const Error& e) {
-    ENGINE_FAIL(source, ": not valid JSON: ", e.what());
-  }
-  const Json* events = doc.is_object() ? doc.find("traceEvents") : nullptr;
-  ENGINE_CHECK(events && events->is_array(), source,
+  const Json doc = parse_json(text, source);
+  const Json* events = doc.is_object() ? member(doc, "traceEvents", &Json::is_array) : nullptr;
+  ENGINE_CHECK(events, source,
                ": no \"traceEvents\" array (is this a trace written by train --trace?)");
 
   std::map<std::pair<int64_t, int64_t>, Lane> lanes;
@@ -81,23 +87,22 @@ Timeline parse_timeline(const std::string& text, const std::string& source) {
   for (size_t i = 0; i < events->size(); ++i) {
     const Json& e = (*events)[i];
     ENGINE_CHECK(e.is_object(), source, ": event ", i, " is not an object");
-    const Json* ph = e.find("ph");
-    if (!ph || !ph->is_string()) continue;
-    const int64_t pid = e.find("pid") && e.at("pid").is_int() ? e.at("pid").as_int() : 0;
-    const int64_t tid = e.find("tid") && e.at("tid").is_int() ? e.at("tid").as_int() : 0;
-    if (ph->as_string() == "M") {
-      const Json* args = e.find("args");
-      const Json* name = args && args->is_object() ? args->find("name") : nullptr;
-      if (!name || !name->is_string() || !e.find("name")) continue;
-      if (e.at("name") == Json("thread_name")) lanes[{pid, tid}].name = name->as_string();
-      if (e.at("name") == Json("process_name")) process_names[pid] = name->as_string();
+    const Json* ph = member(e, "ph", &Json::is_string);
+    if (!ph) continue;
+    const int64_t pid = field_int_or_0(e, "pid"), tid = field_int_or_0(e, "tid");
+    if (*ph == "M") {
+      const Json* args = member(e, "args", &Json::is_object);
+      const Json* name = args ? member(*args, "name", &Json::is_string) : nullptr;
+      if (!name || !e.contains("name")) continue;
+      if (e.at("name") == "thread_name") lanes[{pid, tid}].name = name->get<std::string>();
+      if (e.at("name") == "process_name") process_names[pid] = name->get<std::string>();
       continue;
     }
-    if (ph->as_string() != "X") continue;
+    if (*ph != "X") continue;
     Event ev;
     ev.name = field_string(e, "name", i, source);
-    const Json* cat = e.find("cat");
-    ev.category = cat && cat->is_string() ? cat->as_string() : "";
+    const Json* cat = member(e, "cat", &Json::is_string);
+    ev.category = cat ? cat->get<std::string>() : "";
     ev.start_us = field_number(e, "ts", i, source);
     const double dur = field_number(e, "dur", i, source);
     ENGINE_CHECK(dur >= 0 && std::isfinite(dur) && std::isfinite(ev.start_us), source, ": event ",

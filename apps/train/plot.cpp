@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "apps/svg_text.h"
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace engine::apps {
 namespace {

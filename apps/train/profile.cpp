@@ -13,13 +13,21 @@
 #include <map>
 #include <vector>
 
-#include "nn/json.h"
+#include "io/json.h"
 
 namespace engine::apps {
 namespace {
 
 struct Row {
   double fwd_us = 0, bwd_us = 0, flops = 0;
+};
+
+// What the events of training steps add up to.
+struct Profile {
+  std::vector<std::string> order;  // layers in first-seen (forward) order
+  std::map<std::string, Row> layers;
+  std::map<std::string, double> phase_us;
+  int64_t steps = 0;
 };
 
 std::string line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -32,72 +40,72 @@ std::string line(const char* fmt, ...) {
   return buf;
 }
 
-}  // namespace
+// The tid of rank 0's thread named "main", or -1.
+int64_t main_thread(const Json& events) {
+  for (const Json& e : events)
+    if (e.at("ph") == "M" && e.at("pid") == 0 && e.at("name") == "thread_name" &&
+        e.at("args").at("name") == "main")
+      return e.at("tid").get<int64_t>();
+  return -1;
+}
 
-std::string profile_table(const std::string& trace_json) {
-  Json doc = Json::parse(trace_json);
-  int64_t main_tid = -1;
-  for (const Json& e : doc.at("traceEvents").items())
-    if (e.at("ph").as_string() == "M" && e.at("pid").as_int() == 0 &&
-        e.at("name").as_string() == "thread_name" && e.at("args").at("name").as_string() == "main")
-      main_tid = e.at("tid").as_int();
+// A complete event ("ph":"X") on rank 0's thread tid.
+bool complete_on(const Json& e, int64_t tid) {
+  return e.at("ph") == "X" && e.at("pid") == 0 && e.at("tid") == tid;
+}
 
-  // Only what happens inside training steps counts (evaluation runs the same layers).
-  std::vector<std::pair<double, double>> steps_at;  // (start, end) of each step, sorted
-  for (const Json& e : doc.at("traceEvents").items())
-    if (e.at("ph").as_string() == "X" && e.at("pid").as_int() == 0 &&
-        e.at("tid").as_int() == main_tid && e.at("cat").as_string() == "step")
-      steps_at.emplace_back(e.at("ts").as_double(),
-                            e.at("ts").as_double() + e.at("dur").as_double());
-  std::sort(steps_at.begin(), steps_at.end());
-  auto in_step = [&](double ts) {
-    auto it = std::upper_bound(steps_at.begin(), steps_at.end(), std::make_pair(ts, 1e300));
-    return it != steps_at.begin() && ts < std::prev(it)->second;
-  };
-
-  std::vector<std::string> order;  // layers in first-seen (forward) order
-  std::map<std::string, Row> layers;
-  std::map<std::string, double> phase_us;
-  int64_t steps = 0;
-  for (const Json& e : doc.at("traceEvents").items()) {
-    if (e.at("ph").as_string() != "X" || e.at("pid").as_int() != 0 ||
-        e.at("tid").as_int() != main_tid)
-      continue;
-    const std::string name = e.at("name").as_string(), cat = e.at("cat").as_string();
-    const double dur = e.at("dur").as_double();
-    if (cat != "data" && cat != "step" && !in_step(e.at("ts").as_double())) continue;
-    auto layer = [&](const std::string& n) -> Row& {
-      if (!layers.count(n)) order.push_back(n);
-      return layers[n];
-    };
-    if (cat == "step") {
-      ++steps;
-      phase_us["step"] += dur;
-    } else if (cat == "forward" && name != "model" && name != "forward") {
-      Row& r = layer(name);
-      r.fwd_us += dur;
-      if (const Json* f = e.find("args") ? e.at("args").find("flops") : nullptr)
-        r.flops += f->as_double();
-    } else if (cat == "backward" && name != "backward") {
-      auto sp = name.find(' ');
-      layer(sp == std::string::npos ? name : name.substr(0, sp)).bwd_us += dur;
-    } else if (cat == "data" || cat == "optimizer" || cat == "comm" ||
-               (cat == "forward" && name == "forward") ||
-               (cat == "backward" && name == "backward")) {
-      phase_us[name] += dur;
+// (start, end) of each training step on thread tid, sorted.
+std::vector<std::pair<double, double>> step_spans(const Json& events, int64_t tid) {
+  std::vector<std::pair<double, double>> out;
+  for (const Json& e : events)
+    if (complete_on(e, tid) && e.at("cat") == "step") {
+      const double ts = e.at("ts").get<double>();
+      out.emplace_back(ts, ts + e.at("dur").get<double>());
     }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool in_step(const std::vector<std::pair<double, double>>& steps, double ts) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), std::make_pair(ts, 1e300));
+  return it != steps.begin() && ts < std::prev(it)->second;
+}
+
+void add_event(Profile& p, const Json& e) {
+  const std::string name = e.at("name").get<std::string>(), cat = e.at("cat").get<std::string>();
+  const double dur = e.at("dur").get<double>();
+  auto layer = [&](const std::string& n) -> Row& {
+    if (!p.layers.count(n)) p.order.push_back(n);
+    return p.layers[n];
+  };
+  if (cat == "step") {
+    ++p.steps;
+    p.phase_us["step"] += dur;
+  } else if (cat == "forward" && name != "model" && name != "forward") {
+    Row& r = layer(name);
+    r.fwd_us += dur;
+    const auto args = e.find("args");
+    if (args != e.end() && args->contains("flops")) r.flops += args->at("flops").get<double>();
+  } else if (cat == "backward" && name != "backward") {
+    auto sp = name.find(' ');
+    layer(sp == std::string::npos ? name : name.substr(0, sp)).bwd_us += dur;
+  } else if (cat == "data" || cat == "optimizer" || cat == "comm" ||
+             (cat == "forward" && name == "forward") || (cat == "backward" && name == "backward")) {
+    p.phase_us[name] += dur;
   }
-  if (steps == 0) return "profile: no training step was recorded\n";
-  const double iter_us = phase_us["step"] + phase_us["data"];
-  auto ms = [&](double us) { return us / 1000.0 / static_cast<double>(steps); };
+}
+
+std::string format_table(Profile& p) {
+  const double iter_us = p.phase_us["step"] + p.phase_us["data"];
+  auto ms = [&](double us) { return us / 1000.0 / static_cast<double>(p.steps); };
   auto pct = [&](double us) { return iter_us > 0 ? 100.0 * us / iter_us : 0.0; };
 
   std::string out = line("Profile of rank 0, %lld steps (ms per step; share of step + data):\n",
-                         static_cast<long long>(steps));
+                         static_cast<long long>(p.steps));
   out += line("  %-28s %9s %9s %7s %9s %9s\n", "layer", "fwd ms", "bwd ms", "share", "fwd GF/s",
               "bwd GF/s");
-  for (const std::string& n : order) {
-    const Row& r = layers[n];
+  for (const std::string& n : p.order) {
+    const Row& r = p.layers[n];
     auto gf = [&](double flops, double us) {
       return us > 0 && flops > 0 ? line("%9.1f", flops / us / 1e3) : line("%9s", "-");
     };
@@ -106,14 +114,33 @@ std::string profile_table(const std::string& trace_json) {
            gf(r.flops, r.fwd_us) + " " + gf(2 * r.flops, r.bwd_us) + "\n";
   }
   out += line("  %-28s %9s %9s %7s\n", "phase", "ms", "", "share");
-  for (const char* p : {"data", "broadcast buffers", "forward", "backward", "allreduce wait",
-                        "allreduce", "reduce+broadcast", "optimizer"}) {
-    auto it = phase_us.find(p);
-    if (it == phase_us.end()) continue;
-    out += line("  %-28s %9.3f %9s %6.1f%%\n", p, ms(it->second), "", pct(it->second));
+  for (const char* ph : {"data", "broadcast buffers", "forward", "backward", "allreduce wait",
+                         "allreduce", "reduce+broadcast", "optimizer"}) {
+    auto it = p.phase_us.find(ph);
+    if (it == p.phase_us.end()) continue;
+    out += line("  %-28s %9.3f %9s %6.1f%%\n", ph, ms(it->second), "", pct(it->second));
   }
   out += line("  %-28s %9.3f %9s %6.1f%%\n", "step + data", ms(iter_us), "", 100.0);
   return out;
+}
+
+}  // namespace
+
+std::string profile_table(const std::string& trace_json) {
+  const Json doc = parse_json(trace_json, "the run's trace");
+  const Json& events = doc.at("traceEvents");
+  const int64_t tid = main_thread(events);
+  // Only what happens inside training steps counts (evaluation runs the same layers).
+  const auto steps = step_spans(events, tid);
+  Profile p;
+  for (const Json& e : events) {
+    if (!complete_on(e, tid)) continue;
+    const Json& cat = e.at("cat");
+    if (cat != "data" && cat != "step" && !in_step(steps, e.at("ts").get<double>())) continue;
+    add_event(p, e);
+  }
+  if (p.steps == 0) return "profile: no training step was recorded\n";
+  return format_table(p);
 }
 
 }  // namespace engine::apps

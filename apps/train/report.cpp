@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "nn/json.h"
+#include "io/json.h"
 
 namespace engine::apps {
 
@@ -77,15 +77,11 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::write(const EpochResult& r) {
-  Json j = Json::object()
-               .set("epoch", Json(r.epoch))
-               .set("step", Json(r.step))
-               .set("train_loss", Json(r.train_loss))
-               .set("test_loss", Json(r.test_loss))
-               .set("test_acc", Json(r.test_acc))
-               .set("images_per_s", Json(r.images_per_s))
-               .set("wall_s", Json(r.wall_s));
-  std::string line = j.dump() + "\n";
+  const Json j = {{"epoch", r.epoch},           {"step", r.step},
+                  {"train_loss", r.train_loss}, {"test_loss", r.test_loss},
+                  {"test_acc", r.test_acc},     {"images_per_s", r.images_per_s},
+                  {"wall_s", r.wall_s}};
+  std::string line = dump_json(j) + "\n";
   ENGINE_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0,
                path_, ": write failed: ", std::strerror(errno));
 }

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 #include "tests/apps/train_fixture.h"
 #include "tests/apps/xml_check.h"
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <map>
 
-#include "nn/atomic_file.h"
-#include "nn/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 #include "tests/apps/train_fixture.h"
 
 using namespace engine;
@@ -83,18 +83,18 @@ TEST_F(TrainTest, TraceHasOneAllreducePerBucketPerStepAndNestsPerThread) {
           kTrain + " --model linear --epochs 2 --steps 5 --bucket-mb 0.01 --timeout 60 " +
           "--data-dir " + data_ + " --trace " + path("t.json"));
   ASSERT_EQ(r.code, 0) << r.output;
-  Json doc = Json::parse(read_file(path("t.json")));
+  Json doc = parse_json(read_file(path("t.json")), path("t.json"));
   std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> spans;
   std::map<int64_t, int> allreduces, steps;
-  for (const Json& e : doc.at("traceEvents").items()) {
-    if (e.at("ph").as_string() != "X") continue;
-    int64_t pid = e.at("pid").as_int(), tid = e.at("tid").as_int();
+  for (const Json& e : doc.at("traceEvents")) {
+    if (e.at("ph").get<std::string>() != "X") continue;
+    int64_t pid = e.at("pid").get<int64_t>(), tid = e.at("tid").get<int64_t>();
     // ts and dur are microseconds with nanosecond decimals: compare in nanoseconds.
-    int64_t ts = std::llround(e.at("ts").as_double() * 1000);
-    int64_t dur = std::llround(e.at("dur").as_double() * 1000);
+    int64_t ts = std::llround(e.at("ts").get<double>() * 1000);
+    int64_t dur = std::llround(e.at("dur").get<double>() * 1000);
     spans[{pid, tid}].push_back({ts, ts + dur});
-    if (e.at("name").as_string() == "allreduce") ++allreduces[pid];
-    if (e.at("name").as_string() == "step") ++steps[pid];
+    if (e.at("name").get<std::string>() == "allreduce") ++allreduces[pid];
+    if (e.at("name").get<std::string>() == "step") ++steps[pid];
   }
   EXPECT_EQ(steps, (std::map<int64_t, int>{{0, 5}, {1, 5}}));
   EXPECT_EQ(allreduces, (std::map<int64_t, int>{{0, 10}, {1, 10}}));

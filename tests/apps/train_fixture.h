@@ -15,7 +15,7 @@
 
 #include "core/rng.h"
 #include "data/idx.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace engine::testing {
 

@@ -16,6 +16,7 @@
 
 #include "comm/cuda_ipc_ring.h"
 #include "core/device.h"
+#include "io/json.h"
 
 namespace {
 
@@ -24,7 +25,7 @@ const std::string kBench = std::string(ENGINE_BUILD_DIR) + "/apps/allreduce_benc
 struct BenchRun {
   int code = -1;
   std::string out;
-  std::vector<std::string> json;
+  std::vector<engine::Json> json;  // the --json rows, each parsed
 };
 
 BenchRun run_bench(const std::string& args, const std::string& tag) {
@@ -38,7 +39,7 @@ BenchRun run_bench(const std::string& args, const std::string& tag) {
   int st = pclose(p);
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
   std::ifstream f(json);
-  for (std::string line; std::getline(f, line);) r.json.push_back(line);
+  for (std::string line; std::getline(f, line);) r.json.push_back(engine::parse_json(line, json));
   std::remove(json.c_str());
   return r;
 }
@@ -57,14 +58,14 @@ TEST_P(AllreduceBench, EveryCollectiveChecksClean) {
   // Sizes 4, 32, ..., 128K (counts 1 .. 32768, 0 for all_gather and reduce_scatter at W=3):
   // 6 rows per collective, 5 collectives.
   ASSERT_EQ(r.json.size(), 30u) << r.out;
-  for (const auto& line : r.json) {
-    for (const char* key : {"\"bytes\": ", "\"count\": ", "\"time_us\": ", "\"algbw_gbs\": ",
-                            "\"busbw_gbs\": ", "\"wrong\": "})
-      EXPECT_NE(line.find(key), std::string::npos) << key << " missing in " << line;
-    EXPECT_NE(line.find("\"wrong\": 0}"), std::string::npos) << line;
+  for (const engine::Json& row : r.json) {
+    for (const char* key : {"bytes", "count", "time_us", "algbw_gbs", "busbw_gbs"})
+      EXPECT_TRUE(row.contains(key) && row.at(key).is_number()) << key << " missing in " << row;
+    EXPECT_EQ(row.value("wrong", engine::Json()), 0) << row;
     const std::string kind = world == 1 ? "self" : transport;  // one rank talks to nobody
-    EXPECT_NE(line.find("\"transport\": \"" + kind + "\""), std::string::npos) << line;
-    EXPECT_NE(line.find("\"device\": \"cpu\", \"backend\": \"ring\""), std::string::npos) << line;
+    EXPECT_EQ(row.value("transport", ""), kind) << row;
+    EXPECT_EQ(row.value("device", ""), "cpu") << row;
+    EXPECT_EQ(row.value("backend", ""), "ring") << row;
   }
   EXPECT_EQ(r.out.find("# device"), std::string::npos) << "no device line on the host:\n" << r.out;
   for (const char* table :
@@ -140,11 +141,10 @@ TEST_P(AllreduceBenchCudaRun, EveryCollectiveChecksClean) {
   BenchRun r = run_bench(args, std::string("cuda_") + c.backend + c.ring_transport);
   ASSERT_EQ(r.code, 0) << r.out;
   ASSERT_EQ(r.json.size(), 30u) << r.out;
-  for (const auto& line : r.json) {
-    EXPECT_NE(line.find("\"wrong\": 0}"), std::string::npos) << line;
-    EXPECT_NE(line.find("\"device\": \"cuda\", \"backend\": \"" + std::string(c.backend) + "\""),
-              std::string::npos)
-        << line;
+  for (const engine::Json& row : r.json) {
+    EXPECT_EQ(row.value("wrong", engine::Json()), 0) << row;
+    EXPECT_EQ(row.value("device", ""), "cuda") << row;
+    EXPECT_EQ(row.value("backend", ""), c.backend) << row;
   }
   EXPECT_NE(r.out.find("# device cuda: "), std::string::npos) << r.out;
 }

@@ -7,11 +7,11 @@
 #include <optional>
 
 #include "core/error.h"
+#include "io/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/models.h"
 #include "nn/optim.h"
-#include "nn/safetensors.h"
 #include "tests/nn/gradcheck.h"
 
 using namespace engine;

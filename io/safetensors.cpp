@@ -1,11 +1,11 @@
-// nn/safetensors.cpp: encoder and strict validating decoder for safetensors files.
-#include "nn/safetensors.h"
+// io/safetensors.cpp: encoder and strict validating decoder for safetensors files.
+#include "io/safetensors.h"
 
 #include <algorithm>
 #include <set>
 
-#include "nn/atomic_file.h"
-#include "nn/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace engine {
 
@@ -40,6 +40,13 @@ uint64_t get_u64_le(std::string_view s) {
   return v;
 }
 
+// A JSON integer in [0, INT64_MAX]: what a dimension or an offset may be. Numbers with a '.' or
+// an exponent are not integers, even when integral ("2.0").
+bool is_index(const Json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+  return v.is_number_integer() && v.get<int64_t>() >= 0;
+}
+
 // Reads one tensor's header record; checks types, dtype, shape and that the offsets span
 // exactly shape * dtype bytes inside the buffer. Overlaps and holes are checked afterwards.
 StEntry parse_record(const std::string& src, const std::string& name, const Json& rec,
@@ -49,32 +56,34 @@ StEntry parse_record(const std::string& src, const std::string& name, const Json
   StEntry e;
   e.name = name;
 
-  const Json* dtype = rec.find("dtype");
-  ENGINE_CHECK(dtype && dtype->is_string(), where(), ": missing or non-string \"dtype\"");
-  const std::string& dt = dtype->as_string();
+  const auto dtype = rec.find("dtype");
+  ENGINE_CHECK(dtype != rec.end() && dtype->is_string(), where(),
+               ": missing or non-string \"dtype\"");
+  const std::string& dt = dtype->get_ref<const std::string&>();
   // Files from PyTorch may hold F16, BF16, F64, I32, ...: say which and how to fix it.
   ENGINE_CHECK(dtype_from_name(dt, &e.dtype), where(), " has dtype ", dt,
                ", which the engine does not hold (it holds F32, U8 and I64); convert it before "
                "saving, e.g. tensor.float() in PyTorch");
 
-  const Json* shape = rec.find("shape");
-  ENGINE_CHECK(shape && shape->is_array(), where(), ": missing or non-array \"shape\"");
-  for (const Json& d : shape->items()) {
-    ENGINE_CHECK(d.is_int() && d.as_int() >= 0, where(), ": \"shape\" holds ", d.dump(),
+  const auto shape = rec.find("shape");
+  ENGINE_CHECK(shape != rec.end() && shape->is_array(), where(),
+               ": missing or non-array \"shape\"");
+  for (const Json& d : *shape) {
+    ENGINE_CHECK(is_index(d), where(), ": \"shape\" holds ", dump_json(d),
                  ", not a non-negative integer");
-    e.shape.push_back(d.as_int());
+    e.shape.push_back(d.get<int64_t>());
   }
   int64_t nbytes = checked_nbytes(e.shape, dtype_size(e.dtype));
   ENGINE_CHECK(nbytes >= 0, where(), ": shape ", shape_text(e.shape), " is too large");
 
-  const Json* offs = rec.find("data_offsets");
-  ENGINE_CHECK(offs && offs->is_array() && offs->size() == 2, where(),
+  const auto offs = rec.find("data_offsets");
+  ENGINE_CHECK(offs != rec.end() && offs->is_array() && offs->size() == 2, where(),
                ": \"data_offsets\" must be an array [begin, end]");
-  for (const Json& o : offs->items())
-    ENGINE_CHECK(o.is_int() && o.as_int() >= 0, where(), ": \"data_offsets\" holds ", o.dump(),
+  for (const Json& o : *offs)
+    ENGINE_CHECK(is_index(o), where(), ": \"data_offsets\" holds ", dump_json(o),
                  ", not a non-negative integer");
-  *begin = static_cast<uint64_t>((*offs)[0].as_int());
-  *end = static_cast<uint64_t>((*offs)[1].as_int());
+  *begin = (*offs)[0].get<uint64_t>();
+  *end = (*offs)[1].get<uint64_t>();
   ENGINE_CHECK(*begin <= *end, where(), ": data_offsets [", *begin, ", ", *end,
                "] end before they begin");
   ENGINE_CHECK(*end <= buffer_size, where(), ": data_offsets [", *begin, ", ", *end,
@@ -102,11 +111,7 @@ const StEntry* StFile::find(const std::string& name) const {
 std::string encode_safetensors(const std::vector<StEntry>& entries,
                                const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
-  if (!metadata.empty()) {
-    Json meta = Json::object();
-    for (const auto& [k, v] : metadata) meta.set(k, Json(v));
-    header.set(kMetadataKey, std::move(meta));
-  }
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
   std::set<std::string> names;
   uint64_t offset = 0;
   for (const StEntry& e : entries) {
@@ -118,14 +123,18 @@ std::string encode_safetensors(const std::vector<StEntry>& entries,
     ENGINE_CHECK(e.bytes.size() == static_cast<uint64_t>(nbytes), "safetensors: tensor '", e.name,
                  "' has ", e.bytes.size(), " bytes but ", dtype_name(e.dtype), " ",
                  shape_text(e.shape), " needs ", nbytes);
-    Json rec = Json::object();
-    rec.set("dtype", dtype_name(e.dtype));
-    rec.set("shape", Json::array_of(e.shape));
-    rec.set("data_offsets", Json::array().push_back(offset).push_back(offset + nbytes));
-    header.set(e.name, std::move(rec));
+    header[e.name] = {{"dtype", dtype_name(e.dtype)},
+                      {"shape", e.shape},
+                      {"data_offsets", {offset, offset + nbytes}}};
     offset += static_cast<uint64_t>(nbytes);
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();  // strict: a name that is not UTF-8 would not read back the same
+  } catch (const Json::type_error& e) {
+    ENGINE_FAIL("safetensors: a tensor name or metadata string is not valid UTF-8 (", e.what(),
+                ")");
+  }
   // Pad with spaces so the byte buffer starts 8-aligned, as the reference writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
 
@@ -149,12 +158,8 @@ StFile decode_safetensors(std::string_view file, const std::string& source) {
   std::string_view text = file.substr(8, n);
   ENGINE_CHECK(!text.empty() && text[0] == '{', where, ": header does not start with '{'");
 
-  Json header;
-  try {
-    header = Json::parse(text);
-  } catch (const Error& e) {
-    ENGINE_FAIL(where, ": header (bytes 8 to ", 8 + n, ") is not valid JSON: ", e.what());
-  }
+  const Json header =
+      parse_json(text, where + ": header (bytes 8 to " + std::to_string(8 + n) + ")");
   ENGINE_CHECK(header.is_object(), where, ": header is not a JSON object");
 
   const uint64_t buffer_size = file.size() - 8 - n;
@@ -165,13 +170,13 @@ StFile decode_safetensors(std::string_view file, const std::string& source) {
     size_t index;
   };
   std::vector<Span> spans;
-  for (const auto& [key, value] : header.members()) {
+  for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey) {
       ENGINE_CHECK(value.is_object(), where, ": \"", kMetadataKey, "\" is not an object");
-      for (const auto& [mk, mv] : value.members()) {
+      for (const auto& [mk, mv] : value.items()) {
         ENGINE_CHECK(mv.is_string(), where, ": metadata \"", mk,
                      "\" is not a string (safetensors metadata maps strings to strings)");
-        out.metadata[mk] = mv.as_string();
+        out.metadata[mk] = mv.get<std::string>();
       }
       continue;
     }

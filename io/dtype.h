@@ -1,4 +1,5 @@
-// core/dtype.h: element types a tensor may hold. Names are safetensors' ("F32", "U8", "I64").
+// io/dtype.h: element types a tensor or a safetensors entry may hold. Names are safetensors'
+// ("F32", "U8", "I64"). A file-format notion, so it lives in io; core's Tensor uses it.
 #pragma once
 #include <cstddef>
 #include <cstdint>

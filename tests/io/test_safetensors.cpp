@@ -1,4 +1,4 @@
-// tests/nn/test_safetensors.cpp: safetensors round trips, every malformed-file error, atomic
+// tests/io/test_safetensors.cpp: safetensors round trips, every malformed-file error, atomic
 // writes under failure and crash, and interop with PyTorch (skipped when torch is absent).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,26 +12,14 @@
 #include <set>
 #include <string>
 
-#include "core/error.h"
-#include "nn/atomic_file.h"
-#include "nn/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "tests/io/expect_error.h"
 
 namespace engine {
 namespace {
 
 namespace fs = std::filesystem;
-
-template <class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown; expected one containing '" << *parts.begin() << "'";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << p << "'";
-  }
-}
 
 class SafetensorsFiles : public ::testing::Test {
  protected:
@@ -142,6 +130,9 @@ TEST(Safetensors, EncodeRejectsBadEntries) {
       {"'w'", "8 bytes", "F32 [2, 2] needs 16"});
   expect_error([] { encode_safetensors({st_entry<float>("w", {-1}, {})}); },
                {"'w'", "bad shape [-1]"});
+  expect_error([] { encode_safetensors({st_entry<float>("w\xFF", {1}, {1.f})}); },
+               {"not valid UTF-8"});
+  expect_error([] { encode_safetensors({}, {{"note", "\xC3"}}); }, {"not valid UTF-8"});
 }
 
 // Each malformed file gives an error naming the file and the tensor or field at fault.
@@ -305,7 +296,7 @@ TEST_F(SafetensorsFiles, CrashMidwayKeepsTheOldFile) {
   EXPECT_EQ(read_file(path("ckpt")), big);
 }
 
-// ---- Interop with PyTorch, through tests/nn/make_torch_safetensors.py ----
+// ---- Interop with PyTorch, through tests/io/make_torch_safetensors.py ----
 
 bool torch_available() {
   return std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0;

@@ -1,4 +1,4 @@
-// nn/safetensors.h: safetensors checkpoint files, read and write, at the level of named byte
+// io/safetensors.h: safetensors checkpoint files, read and write, at the level of named byte
 // buffers (no Tensor dependency). Layout: u64 little-endian header length N, N bytes of JSON
 // header (padded with spaces to a multiple of 8), then the tensors' bytes back to back.
 // Spec and what we support: third_party_notes/safetensors.md.
@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/error.h"
+#include "io/dtype.h"
+#include "io/error.h"
 
 namespace engine {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/nn/make_torch_safetensors.py: PyTorch side of the safetensors interop test.
+"""tests/io/make_torch_safetensors.py: PyTorch side of the safetensors interop test.
 
 No `safetensors` package is needed: the format is written and read by hand (struct, json, numpy),
 laid out as safetensors.torch.save_file lays it out (header keys sorted, data ordered by dtype
@@ -8,7 +8,7 @@ size then name, header padded with spaces to 8 bytes, metadata {"format": "pt"})
   make_torch_safetensors.py write OUT SALT   # the Net's state_dict, values from expected_value()
   make_torch_safetensors.py check IN SALT    # load IN into a Net (strict) and check every value
 
-Values are exact in float32 so that C++ recomputes them bit for bit (tests/nn/test_safetensors.cpp
+Values are exact in float32 so that C++ recomputes them bit for bit (tests/io/test_safetensors.cpp
 has the same formula).
 """
 import json

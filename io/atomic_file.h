@@ -1,4 +1,4 @@
-// nn/atomic_file.h: whole-file reads and crash-safe writes. A write goes to a temporary file in
+// io/atomic_file.h: whole-file reads and crash-safe writes. A write goes to a temporary file in
 // the same directory, is fsynced and renamed over the target, so a crash or a failed write leaves
 // the old file whole (or no file), never a half-written one.
 #pragma once

@@ -1,5 +1,5 @@
-// nn/atomic_file.cpp: POSIX implementation of whole-file reads and atomic writes.
-#include "nn/atomic_file.h"
+// io/atomic_file.cpp: POSIX implementation of whole-file reads and atomic writes.
+#include "io/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <system_error>
 
-#include "core/error.h"
+#include "io/error.h"
 
 namespace engine {
 
