@@ -1,5 +1,6 @@
 // tests/kernels/softmax_test.cpp: log-softmax, NLL, fused cross entropy, argmax and accuracy
-// against the reference and finite differences; bad targets are errors naming index and value.
+// against the reference; bad targets are errors naming index and value. Finite differences:
+// tests/nn/test_functional.cpp.
 #include "kernels/cpu/softmax.h"
 
 #include <gtest/gtest.h>
@@ -10,15 +11,12 @@
 
 #include "core/error.h"
 #include "kernels/cpu/reference.h"
+#include "tests/common/test_util.h"
 
 namespace engine::kernels {
 namespace {
 
-std::vector<float> filled(int64_t n, uint64_t seed, float lo = -3.f, float hi = 3.f) {
-  std::vector<float> v(n);
-  ref::fill_uniform(v.data(), n, seed, lo, hi);
-  return v;
-}
+using engine::testing::filled;
 
 std::vector<int64_t> targets(int64_t n, int64_t c) {
   std::vector<int64_t> t(n);
@@ -28,7 +26,7 @@ std::vector<int64_t> targets(int64_t n, int64_t c) {
 
 TEST(LogSoftmax, ForwardBackwardMatchReference) {
   for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 1}, {5, 10}, {64, 10}, {3, 1001}}) {
-    auto x = filled(n * c, 1), dy = filled(n * c, 2);
+    auto x = filled(n * c, 1, -3.f, 3.f), dy = filled(n * c, 2, -3.f, 3.f);
     x[0] = 80.f;  // large logits must not overflow
     std::vector<float> y(n * c), y_ref(n * c), dx(n * c), dx_ref(n * c);
     cpu::log_softmax_forward(x.data(), y.data(), n, c);
@@ -79,7 +77,7 @@ TEST(NllLoss, BadTargetNamesIndexAndValue) {
 // Its gradient by finite differences: nn's CrossEntropy check (tests/nn/test_functional.cpp).
 TEST(CrossEntropy, FusedEqualsComposed) {
   const int64_t n = 6, c = 7;
-  auto x = filled(n * c, 4);
+  auto x = filled(n * c, 4, -3.f, 3.f);
   auto t = targets(n, c);
   std::vector<float> logp(n * c), logp2(n * c), dx(n * c), dlogp(n * c), dx2(n * c);
   const float loss = cpu::cross_entropy_forward(x.data(), t.data(), logp.data(), n, c);
