@@ -2,7 +2,6 @@
 // the optimizers (torch.optim semantics) and training checkpoints.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -12,6 +11,7 @@
 #include "nn/models.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
+#include "tests/common/test_util.h"
 #include "tests/nn/gradcheck.h"
 
 using namespace engine;
@@ -31,10 +31,6 @@ std::unique_ptr<nn::Model> model(const std::string& name, uint64_t seed = 1,
   nn::ModelOptions o;
   o.dropout = dropout;
   return nn::make_model(name, o, g, dg);
-}
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("engine_test_" + name)).string();
 }
 
 }  // namespace
@@ -157,7 +153,8 @@ TEST(Optim, AdamMatchesTorchByHand) {
 
 TEST(Checkpoint, StateDictRoundTripAndStrictErrors) {
   auto a = model("convnet", 1), b = model("convnet", 2);
-  std::string path = temp_path("sd.safetensors");
+  engine::testing::TempDir dir;
+  std::string path = dir.file("sd.safetensors");
   nn::save_state_dict(path, *a);
   nn::load_state_dict(path, *b);
   auto sa = a->state_dict(), sb = b->state_dict();
@@ -174,7 +171,6 @@ TEST(Checkpoint, StateDictRoundTripAndStrictErrors) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("conv1.weight"), std::string::npos) << e.what();
   }
-  std::filesystem::remove(path);
 }
 
 TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
@@ -196,7 +192,8 @@ TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
   pos.step = 99;
   pos.dropout_seed = 5;
   pos.dropout_offset = 123;
-  std::string path = temp_path("train.safetensors");
+  engine::testing::TempDir dir;
+  std::string path = dir.file("train.safetensors");
   nn::save_training_checkpoint(path, *m, opt, pos);
   step(*m, opt);  // the uninterrupted run's next step
 
@@ -213,5 +210,4 @@ TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
   // A plain state dict is not a training checkpoint.
   nn::save_state_dict(path, *m);
   EXPECT_THROW(nn::load_training_checkpoint(path, *m2, opt2), Error);
-  std::filesystem::remove(path);
 }
