@@ -27,8 +27,7 @@ int run_checks(engine::Device dev) {
   using namespace engine;
   std::printf("gpu_selftest on %s: every result compared with the CPU's\n\n", dev.str().c_str());
   std::vector<selftest::CheckResult> all;
-  for (auto* run :
-       {&selftest::run_op_checks, &selftest::run_model_checks, &selftest::run_nccl_checks}) {
+  for (auto* run : {&selftest::run_test_cases, &selftest::run_nccl_checks}) {
     std::vector<selftest::CheckResult> part = (*run)(dev);
     all.insert(all.end(), part.begin(), part.end());
   }

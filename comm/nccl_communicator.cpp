@@ -90,6 +90,8 @@ ncclDataType_t nccl_type(DType dt) {
       return ncclInt64;
     case DType::U8:
       return ncclUint8;
+    case DType::I32:
+      return ncclInt32;
   }
   ENGINE_FAIL("nccl: unsupported dtype ", static_cast<int>(dt));
 }

@@ -64,7 +64,8 @@ void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op
       return kernels::cpu::reduce_into(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src),
                                        n, kernel_op(op));
     case DType::U8:
-      ENGINE_FAIL("reductions of U8 buffers are not supported (F32 and I64 are)");
+    case DType::I32:
+      ENGINE_FAIL("reductions of ", dtype_name(dt), " buffers are not supported (F32 and I64 are)");
   }
 }
 

@@ -1,7 +1,7 @@
 // core/elementwise.h: the per-element arithmetic of core's in-place tensor ops, shared by the CPU
 // loops in core/tensor_ops.cpp and the CUDA kernels in core/cuda/elementwise.cu.
 #pragma once
-#include "core/rng.h"  // ENGINE_HD
+#include "core/hd.h"
 
 namespace engine {
 

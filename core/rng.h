@@ -4,11 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define ENGINE_HD __host__ __device__ __forceinline__
-#else
-#define ENGINE_HD inline
-#endif
+#include "core/hd.h"
 
 namespace engine {
 

@@ -1,6 +1,6 @@
 // kernels/activation.h: ReLU's per-element arithmetic, shared by CPU and CUDA.
 #pragma once
-#include "core/rng.h"  // ENGINE_HD
+#include "core/hd.h"
 
 namespace engine::kernels {
 

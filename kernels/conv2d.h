@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/rng.h"  // ENGINE_HD
+#include "core/hd.h"
 
 namespace engine::kernels {
 

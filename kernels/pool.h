@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/rng.h"  // ENGINE_HD
+#include "core/hd.h"
 
 namespace engine::kernels {
 

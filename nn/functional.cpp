@@ -1,7 +1,8 @@
 // nn/functional.cpp: forward kernels plus the backward Nodes that autograd runs.
-// Every op checks its inputs' shapes and devices and names them in errors. Tensors on the CPU run
-// kernels/cpu; tensors on cuda:N run kernels/cuda (same raw-pointer contracts, queued on cuda:N's
-// compute stream). Outputs, saved tensors and gradients live on the inputs' device.
+// Every op checks its inputs' shapes and devices and names them in errors, then calls each kernel
+// once through kernels::call (kernels/dispatch.h), which runs kernels/cpu on the CPU and
+// kernels/cuda on cuda:N (queued on its compute stream). Outputs, saved tensors and gradients
+// live on the inputs' device.
 #include "nn/functional.h"
 
 #include <initializer_list>
@@ -18,6 +19,7 @@
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/dispatch.h"
 #include "nn/lambda_node.h"
 
 namespace engine::nn {
@@ -25,6 +27,7 @@ namespace {
 
 namespace kc = kernels::cpu;
 namespace kg = kernels::cuda;  // stubs that throw in a build without CUDA
+using kernels::call;
 
 void check_dims(const char* op, const char* what, const Tensor& t, int64_t dims) {
   ENGINE_CHECK(t.defined(), op, ": ", what, " is undefined");
@@ -65,33 +68,22 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Device dev = same_device("linear", x, {{"weight", &w}, {"bias", &b}});
   kernels::LinearShape s{x.size(0), w.size(1), w.size(0)};
   Tensor y = Tensor::empty({s.n, s.out}, DType::F32, dev);
-  if (dev.is_cuda())
-    kg::linear_forward(dev.index, f(x), f(w), f(b), f(y), s);
-  else
-    kc::linear_forward(f(x), f(w), f(b), f(y), s);
+  call(dev, kc::linear_forward, kg::linear_forward, f(x), f(w), f(b), f(y), s);
   record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev](const Tensor& dy) {
     check_grad("linear", dy, dev);
     Tensor dx, dw, db;
     if (needs(x)) {
       dx = Tensor::empty(x.shape(), DType::F32, dev);
-      if (dev.is_cuda())
-        kg::linear_backward_data(dev.index, f(dy), f(w), f(dx), s);
-      else
-        kc::linear_backward_data(f(dy), f(w), f(dx), s);
+      call(dev, kc::linear_backward_data, kg::linear_backward_data, f(dy), f(w), f(dx), s);
     }
     if (needs(w)) {
       dw = Tensor::empty(w.shape(), DType::F32, dev);
-      if (dev.is_cuda())
-        kg::linear_backward_weight(dev.index, f(dy), f(x), f(dw), s, 0.0f);
-      else
-        kc::linear_backward_weight(f(dy), f(x), f(dw), s, 0.0f);
+      call(dev, kc::linear_backward_weight, kg::linear_backward_weight, f(dy), f(x), f(dw), s,
+           0.0f);
     }
     if (needs(b)) {
       db = Tensor::empty(b.shape(), DType::F32, dev);
-      if (dev.is_cuda())
-        kg::linear_backward_bias(dev.index, f(dy), f(db), s, 0.0f);
-      else
-        kc::linear_backward_bias(f(dy), f(db), s, 0.0f);
+      call(dev, kc::linear_backward_bias, kg::linear_backward_bias, f(dy), f(db), s, 0.0f);
     }
     return std::vector<Tensor>{dx, dw, db};
   });
@@ -109,43 +101,22 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
                " is smaller than the kernel ", shape_str(w.shape()));
   const Device dev = same_device("conv2d", x, {{"weight", &w}, {"bias", &b}});
   Tensor y = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
-  if (dev.is_cuda()) {
-    // cuDNN takes its workspace from the caching allocator itself.
-    kg::conv2d_forward(dev.index, f(x), f(w), f(b), f(y), s);
-    record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev](const Tensor& dy) {
-      check_grad("conv2d", dy, dev);
-      Tensor dx, dw, db;
-      if (needs(x)) {
-        dx = Tensor::empty(x.shape(), DType::F32, dev);
-        kg::conv2d_backward_data(dev.index, f(dy), f(w), f(dx), s);
-      }
-      if (needs(w)) {
-        dw = Tensor::empty(w.shape(), DType::F32, dev);
-        kg::conv2d_backward_filter(dev.index, f(x), f(dy), f(dw), s, 0.0f);
-      }
-      if (needs(b)) {
-        db = Tensor::empty(b.shape(), DType::F32, dev);
-        kg::conv2d_backward_bias(dev.index, f(dy), f(db), s, 0.0f);
-      }
-      return std::vector<Tensor>{dx, dw, db};
-    });
-    return y;
-  }
-  Tensor ws = Tensor::empty({kc::conv2d_workspace_count(s)});
-  kc::conv2d_forward(f(x), f(w), f(b), f(y), s, f(ws), ws.numel());
-  record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s](const Tensor& dy) {
+  // Workspaces come from the device's allocator cache inside the kernels.
+  call(dev, kc::conv2d_forward, kg::conv2d_forward, f(x), f(w), f(b), f(y), s);
+  record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev](const Tensor& dy) {
+    check_grad("conv2d", dy, dev);
     Tensor dx, dw, db;
-    Tensor ws = Tensor::empty({kc::conv2d_workspace_count(s)});
     if (needs(x)) {
-      dx = Tensor::empty(x.shape());
-      kc::conv2d_backward_data(f(dy), f(w), f(dx), s, f(ws), ws.numel());
+      dx = Tensor::empty(x.shape(), DType::F32, dev);
+      call(dev, kc::conv2d_backward_data, kg::conv2d_backward_data, f(dy), f(w), f(dx), s);
     }
-    if (needs(b)) db = Tensor::empty(b.shape());
-    if (needs(w)) {  // the filter pass also sums the bias gradient while it reads dy
-      dw = Tensor::empty(w.shape());
-      kc::conv2d_backward_filter(f(x), f(dy), f(dw), f(db), s, 0.0f, f(ws), ws.numel());
+    if (needs(b)) db = Tensor::empty(b.shape(), DType::F32, dev);
+    if (needs(w)) {  // the filter pass also sums the bias gradient (fused on the CPU: dy read once)
+      dw = Tensor::empty(w.shape(), DType::F32, dev);
+      call(dev, kc::conv2d_backward_filter, kg::conv2d_backward_filter, f(x), f(dy), f(dw), f(db),
+           s, 0.0f);
     } else if (needs(b)) {
-      kc::conv2d_backward_bias(f(dy), f(db), s, 0.0f);
+      call(dev, kc::conv2d_backward_bias, kg::conv2d_backward_bias, f(dy), f(db), s, 0.0f);
     }
     return std::vector<Tensor>{dx, dw, db};
   });
@@ -161,21 +132,14 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
   Shape out{s.n, s.c, s.oh(), s.ow()};
   const Device dev = x.device();
   Tensor y = Tensor::empty(out, DType::F32, dev);
-  // The int32 argmax indices, in a 4-byte-element tensor (there is no I32 dtype): tensor storage
-  // comes from the pooled allocators, so no step pays fresh page faults for it.
-  Tensor arg = Tensor::empty(out, DType::F32, dev);
-  auto* a = static_cast<int32_t*>(arg.raw_data());
-  if (dev.is_cuda())
-    kg::max_pool2d_forward(dev.index, f(x), f(y), a, s);
-  else
-    kc::max_pool2d_forward(f(x), f(y), a, s);
-  record(y, "MaxPool2dBackward", {x}, [arg, a, s, dev, xs = x.shape()](const Tensor& dy) {
+  // The argmax of each window within its (H, W) plane: int32, as the SIMD kernel's float lanes.
+  Tensor arg = Tensor::empty(out, DType::I32, dev);
+  call(dev, kc::max_pool2d_forward, kg::max_pool2d_forward, f(x), f(y), arg.data<int32_t>(), s);
+  record(y, "MaxPool2dBackward", {x}, [arg, s, dev, xs = x.shape()](const Tensor& dy) {
     check_grad("max_pool2d", dy, dev);
     Tensor dx = Tensor::empty(xs, DType::F32, dev);
-    if (dev.is_cuda())
-      kg::max_pool2d_backward(dev.index, f(dy), a, f(dx), s);
-    else
-      kc::max_pool2d_backward(f(dy), a, f(dx), s);
+    call(dev, kc::max_pool2d_backward, kg::max_pool2d_backward, f(dy), arg.data<int32_t>(), f(dx),
+         s);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -186,17 +150,11 @@ Tensor relu(const Tensor& x) {
   ENGINE_CHECK(x.defined(), "relu: input is undefined");
   const Device dev = x.device();
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
-  if (dev.is_cuda())
-    kg::relu_forward(dev.index, f(x), f(y), x.numel());
-  else
-    kc::relu_forward(f(x), f(y), x.numel());
+  call(dev, kc::relu_forward, kg::relu_forward, f(x), f(y), x.numel());
   record(y, "ReluBackward", {x}, [y = y.detach(), dev](const Tensor& dy) {
     check_grad("relu", dy, dev);
     Tensor dx = Tensor::empty(y.shape(), DType::F32, dev);
-    if (dev.is_cuda())
-      kg::relu_backward(dev.index, f(dy), f(y), f(dx), y.numel());
-    else
-      kc::relu_backward(f(dy), f(y), f(dx), y.numel());
+    call(dev, kc::relu_backward, kg::relu_backward, f(dy), f(y), f(dx), y.numel());
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -211,18 +169,12 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
   uint64_t seed = gen.seed(), offset = gen.reserve(n);
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
   // Same (seed, offset), same mask on CPU and CUDA.
-  if (dev.is_cuda())
-    kg::dropout_forward(dev.index, f(x), f(y), n, p, seed, offset);
-  else
-    kc::dropout_forward(f(x), f(y), n, p, seed, offset);
+  call(dev, kc::dropout_forward, kg::dropout_forward, f(x), f(y), n, p, seed, offset);
   // The mask is a pure function of (seed, offset): backward draws it again, nothing is saved.
   record(y, "DropoutBackward", {x}, [n, p, seed, offset, dev](const Tensor& dy) {
     check_grad("dropout", dy, dev);
     Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
-    if (dev.is_cuda())
-      kg::dropout_backward(dev.index, f(dy), f(dx), n, p, seed, offset);
-    else
-      kc::dropout_backward(f(dy), f(dx), n, p, seed, offset);
+    call(dev, kc::dropout_backward, kg::dropout_backward, f(dy), f(dx), n, p, seed, offset);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -236,17 +188,13 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator& gen) {
   uint64_t seed = gen.seed(), offset = gen.reserve(planes);
   const Device dev = x.device();
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
-  if (dev.is_cuda())
-    kg::dropout2d_forward(dev.index, f(x), f(y), planes, plane, p, seed, offset);
-  else
-    kc::dropout2d_forward(f(x), f(y), planes, plane, p, seed, offset);
+  call(dev, kc::dropout2d_forward, kg::dropout2d_forward, f(x), f(y), planes, plane, p, seed,
+       offset);
   record(y, "Dropout2dBackward", {x}, [planes, plane, p, seed, offset, dev](const Tensor& dy) {
     check_grad("dropout2d", dy, dev);
     Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
-    if (dev.is_cuda())
-      kg::dropout2d_backward(dev.index, f(dy), f(dx), planes, plane, p, seed, offset);
-    else
-      kc::dropout2d_backward(f(dy), f(dx), planes, plane, p, seed, offset);
+    call(dev, kc::dropout2d_backward, kg::dropout2d_backward, f(dy), f(dx), planes, plane, p, seed,
+         offset);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -268,12 +216,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   kernels::BatchNormShape s{x.size(0), c, x.size(2) * x.size(3)};
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
   if (!training) {
-    if (dev.is_cuda())
-      kg::batch_norm_eval_forward(dev.index, f(x), f(gamma), f(beta), f(running_mean),
-                                  f(running_var), f(y), s, eps);
-    else
-      kc::batch_norm_eval_forward(f(x), f(gamma), f(beta), f(running_mean), f(running_var), f(y), s,
-                                  eps);
+    call(dev, kc::batch_norm_eval_forward, kg::batch_norm_eval_forward, f(x), f(gamma), f(beta),
+         f(running_mean), f(running_var), f(y), s, eps);
     return y;  // eval mode is not differentiated in training; no graph recorded
   }
   ENGINE_CHECK(s.count() > 1,
@@ -281,24 +225,16 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                "got input ",
                shape_str(x.shape()));
   Tensor mean = Tensor::empty({c}, DType::F32, dev), invstd = Tensor::empty({c}, DType::F32, dev);
-  if (dev.is_cuda())
-    kg::batch_norm_train_forward(dev.index, f(x), f(gamma), f(beta), f(y), f(mean), f(invstd),
-                                 f(running_mean), f(running_var), s, momentum, eps);
-  else
-    kc::batch_norm_train_forward(f(x), f(gamma), f(beta), f(y), f(mean), f(invstd), f(running_mean),
-                                 f(running_var), s, momentum, eps);
+  call(dev, kc::batch_norm_train_forward, kg::batch_norm_train_forward, f(x), f(gamma), f(beta),
+       f(y), f(mean), f(invstd), f(running_mean), f(running_var), s, momentum, eps);
   record(y, "BatchNorm2dBackward", {x, gamma, beta},
          [x = x.detach(), gamma = gamma.detach(), mean, invstd, s, dev](const Tensor& dy) {
            check_grad("batch_norm2d", dy, dev);
            Tensor dx = Tensor::empty(x.shape(), DType::F32, dev);
            Tensor dg = Tensor::empty(gamma.shape(), DType::F32, dev),
                   db = Tensor::empty(gamma.shape(), DType::F32, dev);
-           if (dev.is_cuda())
-             kg::batch_norm_backward(dev.index, f(dy), f(x), f(gamma), f(mean), f(invstd), f(dx),
-                                     f(dg), f(db), s);
-           else
-             kc::batch_norm_backward(f(dy), f(x), f(gamma), f(mean), f(invstd), f(dx), f(dg), f(db),
-                                     s);
+           call(dev, kc::batch_norm_backward, kg::batch_norm_backward, f(dy), f(x), f(gamma),
+                f(mean), f(invstd), f(dx), f(dg), f(db), s);
            return std::vector<Tensor>{dx, dg, db};
          });
   return y;
@@ -335,17 +271,11 @@ Tensor log_softmax(const Tensor& x) {
   int64_t n = x.size(0), c = x.size(1);
   const Device dev = x.device();
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
-  if (dev.is_cuda())
-    kg::log_softmax_forward(dev.index, f(x), f(y), n, c);
-  else
-    kc::log_softmax_forward(f(x), f(y), n, c);
+  call(dev, kc::log_softmax_forward, kg::log_softmax_forward, f(x), f(y), n, c);
   record(y, "LogSoftmaxBackward", {x}, [y = y.detach(), n, c, dev](const Tensor& dy) {
     check_grad("log_softmax", dy, dev);
     Tensor dx = Tensor::empty(y.shape(), DType::F32, dev);
-    if (dev.is_cuda())
-      kg::log_softmax_backward(dev.index, f(dy), f(y), f(dx), n, c);
-    else
-      kc::log_softmax_backward(f(dy), f(y), f(dx), n, c);
+    call(dev, kc::log_softmax_backward, kg::log_softmax_backward, f(dy), f(y), f(dx), n, c);
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -360,22 +290,16 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target) {
   ENGINE_CHECK(target.size(0) == n, "nll_loss: ", n, " rows of scores, ", target.size(0),
                " targets");
   const Device dev = same_device("nll_loss", logp, {{"target", &target}});
-  if (dev.is_cuda()) {
-    // The loss stays on the device; a bad target still throws here (the kernel is waited for).
-    Tensor loss = Tensor::empty({}, DType::F32, dev);
-    kg::nll_loss_forward(dev.index, f(logp), target.data<int64_t>(), f(loss), n, c);
-    record(loss, "NllLossBackward", {logp}, [target, n, c, dev](const Tensor& dloss) {
-      check_grad("nll_loss", dloss, dev);
-      Tensor dlogp = Tensor::empty({n, c}, DType::F32, dev);
-      kg::nll_loss_backward(dev.index, f(dloss), target.data<int64_t>(), f(dlogp), n, c);
-      return std::vector<Tensor>{dlogp};
-    });
-    return loss;
-  }
-  Tensor loss = Tensor::full({}, kc::nll_loss_forward(f(logp), target.data<int64_t>(), n, c));
-  record(loss, "NllLossBackward", {logp}, [target, n, c](const Tensor& dloss) {
-    Tensor dlogp = Tensor::empty({n, c});
-    kc::nll_loss_backward(dloss.item(), target.data<int64_t>(), f(dlogp), n, c);
+  // The loss stays on the device; a bad target throws here on either device (CUDA's kernel is
+  // waited for).
+  Tensor loss = Tensor::empty({}, DType::F32, dev);
+  call(dev, kc::nll_loss_forward, kg::nll_loss_forward, f(logp), target.data<int64_t>(), f(loss), n,
+       c);
+  record(loss, "NllLossBackward", {logp}, [target, n, c, dev](const Tensor& dloss) {
+    check_grad("nll_loss", dloss, dev);
+    Tensor dlogp = Tensor::empty({n, c}, DType::F32, dev);
+    call(dev, kc::nll_loss_backward, kg::nll_loss_backward, f(dloss), target.data<int64_t>(),
+         f(dlogp), n, c);
     return std::vector<Tensor>{dlogp};
   });
   return loss;
@@ -389,10 +313,7 @@ Tensor argmax(const Tensor& x) {
   check_dims("argmax", "input", x, 2);
   const Device dev = x.device();
   Tensor out = Tensor::empty({x.size(0)}, DType::I64, dev);
-  if (dev.is_cuda())
-    kg::argmax_rows(dev.index, f(x), x.size(0), x.size(1), out.data<int64_t>());
-  else
-    kc::argmax_rows(f(x), x.size(0), x.size(1), out.data<int64_t>());
+  call(dev, kc::argmax_rows, kg::argmax_rows, f(x), x.size(0), x.size(1), out.data<int64_t>());
   return out;
 }
 

@@ -222,7 +222,7 @@ class CudaConv2dOp : public Op {
         kg::conv2d_backward_data(dev_, dy_, w_, dx_, s_);
         break;
       case Pass::kBackwardWeight:
-        kg::conv2d_backward_filter(dev_, x_, dy_, dw_, s_, 0.f);
+        kg::conv2d_backward_filter(dev_, x_, dy_, dw_, nullptr, s_, 0.f);
         kg::conv2d_backward_bias(dev_, dy_, db_, s_, 0.f);
         break;
     }

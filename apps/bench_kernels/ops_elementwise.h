@@ -168,11 +168,12 @@ class LogSoftmaxNllOp : public Op {
   void run() override {
     namespace kc = kernels::cpu;
     if (backward_) {
-      kc::nll_loss_backward(1.f, target_, dlogp_, n_, c_);
+      const float one = 1.f;
+      kc::nll_loss_backward(&one, target_, dlogp_, n_, c_);
       kc::log_softmax_backward(dlogp_, logp_, dx_, n_, c_);
     } else {
       kc::log_softmax_forward(x_, logp_, n_, c_);
-      loss_ = kc::nll_loss_forward(logp_, target_, n_, c_);
+      kc::nll_loss_forward(logp_, target_, &loss_, n_, c_);
     }
   }
   CheckResult check() override {

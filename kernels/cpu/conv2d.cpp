@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/conv2d_direct.h"
@@ -89,6 +90,26 @@ void col2im(const float* col, const Conv2dShape& s, float* dx) {
     }
   });
 }
+
+// kAuto's workspace for s, from the CPU allocator's size-class cache (no fresh page faults in a
+// training step), returned when the pass ends.
+class Workspace {
+ public:
+  explicit Workspace(const Conv2dShape& s)
+      : count_(conv2d_workspace_count(s)),
+        bytes_(static_cast<size_t>(std::max<int64_t>(count_, 1)) * sizeof(float)),
+        p_(static_cast<float*>(cpu_allocator::alloc(bytes_))) {}
+  ~Workspace() { cpu_allocator::free(p_, bytes_); }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  float* get() const { return p_; }
+  int64_t count() const { return count_; }
+
+ private:
+  int64_t count_;
+  size_t bytes_;
+  float* p_;
+};
 
 int64_t im2col_ws(const Conv2dShape& s) {
   return s.k() * s.oh() * s.ow();
@@ -181,6 +202,23 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* d
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.c_out, k, p, 1.f, dy + n * s.c_out * p,
                 p, ws, p, n == 0 ? beta : 1.f, dw, k);
   }
+}
+
+void conv2d_forward(const float* x, const float* w, const float* b, float* y,
+                    const Conv2dShape& s) {
+  Workspace ws(s);
+  conv2d_forward(x, w, b, y, s, ws.get(), ws.count());
+}
+
+void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s) {
+  Workspace ws(s);
+  conv2d_backward_data(dy, w, dx, s, ws.get(), ws.count());
+}
+
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* db,
+                            const Conv2dShape& s, float beta) {
+  Workspace ws(s);
+  conv2d_backward_filter(x, dy, dw, db, s, beta, ws.get(), ws.count());
 }
 
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, float beta) {

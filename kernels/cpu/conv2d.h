@@ -2,7 +2,8 @@
 // Stride 1 with pad <= k-1 runs a direct AVX-512 kernel (no im2col); anything else, or a build
 // without AVX-512, runs im2col + OpenBLAS sgemm one sample at a time.
 // Workspace: the caller passes ws with at least conv2d_workspace_count(s) floats, queried at the
-// thread count the call will run with (kernels never allocate).
+// thread count the call will run with. The overloads without ws (kernels::cuda's arguments, for
+// kernels::call) take it from the CPU allocator's cache, as cuDNN's from the caching allocator.
 #pragma once
 #include <cstdint>
 
@@ -36,6 +37,12 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* db,
                             const Conv2dShape& s, float beta, float* ws, int64_t ws_count,
                             ConvAlgo algo = ConvAlgo::kAuto);
+
+// The same three passes with ConvAlgo::kAuto and a workspace from core's CPU allocator.
+void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s);
+void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s);
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* db,
+                            const Conv2dShape& s, float beta);
 
 // db (Cout) = beta * db + sum over N, OH, OW of dy (N, Cout, OH, OW). beta 0 overwrites.
 void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s, float beta);

@@ -56,20 +56,24 @@ void check_targets(const int64_t* target, int64_t n, int64_t c, const char* what
                  " is outside [0, ", c, ")");
 }
 
-float nll_loss_forward(const float* logp, const int64_t* target, int64_t n, int64_t c) {
+void nll_loss_forward(const float* logp, const int64_t* target, float* loss, int64_t n, int64_t c) {
   check_dims(n, c, "nll_loss_forward");
   check_targets(target, n, c, "nll_loss_forward");
-  if (n == 0) return std::numeric_limits<float>::quiet_NaN();
+  if (n == 0) {
+    *loss = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum -= logp[i * c + target[i]];
-  return static_cast<float>(sum / double(n));
+  *loss = static_cast<float>(sum / double(n));
 }
 
-void nll_loss_backward(float dloss, const int64_t* target, float* dlogp, int64_t n, int64_t c) {
+void nll_loss_backward(const float* dloss, const int64_t* target, float* dlogp, int64_t n,
+                       int64_t c) {
   check_dims(n, c, "nll_loss_backward");
   check_targets(target, n, c, "nll_loss_backward");
   std::fill(dlogp, dlogp + n * c, 0.f);
-  const float g = -dloss / static_cast<float>(n);
+  const float g = -*dloss / static_cast<float>(n);
   for (int64_t i = 0; i < n; ++i) dlogp[i * c + target[i]] = g;
 }
 
@@ -78,7 +82,9 @@ float cross_entropy_forward(const float* x, const int64_t* target, float* logp, 
   check_dims(n, c, "cross_entropy_forward");
   check_targets(target, n, c, "cross_entropy_forward");
   log_softmax_forward(x, logp, n, c);
-  return nll_loss_forward(logp, target, n, c);
+  float loss;
+  nll_loss_forward(logp, target, &loss, n, c);
+  return loss;
 }
 
 void cross_entropy_backward(float dloss, const float* logp, const int64_t* target, float* dx,

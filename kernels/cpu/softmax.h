@@ -15,10 +15,11 @@ void log_softmax_backward(const float* dy, const float* y, float* dx, int64_t n,
 // Throws engine::Error naming the first target outside [0, C) (index and value).
 void check_targets(const int64_t* target, int64_t n, int64_t c, const char* what);
 
-// mean_i -logp[i, target[i]] over N rows; NaN for N = 0 (torch's mean of nothing).
-float nll_loss_forward(const float* logp, const int64_t* target, int64_t n, int64_t c);
-// dlogp (N, C) = gradient of dloss * loss: -dloss/N at each target, 0 elsewhere. Overwrites.
-void nll_loss_backward(float dloss, const int64_t* target, float* dlogp, int64_t n, int64_t c);
+// *loss = mean_i -logp[i, target[i]] over N rows; NaN for N = 0 (torch's mean of nothing).
+void nll_loss_forward(const float* logp, const int64_t* target, float* loss, int64_t n, int64_t c);
+// dlogp (N, C) = gradient of *dloss * loss: -*dloss/N at each target, 0 elsewhere. Overwrites.
+void nll_loss_backward(const float* dloss, const int64_t* target, float* dlogp, int64_t n,
+                       int64_t c);
 
 // Cross entropy of logits x (N, C): writes logp = log_softmax(x) (kept for backward) and
 // returns nll_loss(logp, target).

@@ -227,10 +227,11 @@ void conv2d_backward_data(int device, const float* dy, const float* w, float* dx
                                            ws.get(), ws.nbytes(), &zero, p.x, dx));
 }
 
-void conv2d_backward_filter(int device, const float* x, const float* dy, float* dw,
+void conv2d_backward_filter(int device, const float* x, const float* dy, float* dw, float* db,
                             const Conv2dShape& s, float beta) {
   check(s, "cuda::conv2d_backward_filter");
   ::engine::cuda::DeviceGuard guard(device);
+  if (db) conv2d_backward_bias(device, dy, db, s, beta);
   if (s.n == 0) {  // no samples: dw = beta * dw
     if (beta != 1.f) scale(device, dw, s.w_count(), beta);
     return;

@@ -1,8 +1,9 @@
 // kernels/cuda/ops.h: the CUDA kernels, one function per CPU kernel of kernels/cpu with the same
-// raw-pointer contract plus the device first. Pointers are device memory of `device`; every call
-// is queued on that device's compute stream (core/cuda/stream.cuh) and returns without waiting,
-// except where said. Plain C++: nn includes it. In a build without CUDA each function is an
-// inline stub that throws engine::Error, so callers need no #ifdef.
+// arguments plus the device first (kernels/dispatch.h's kernels::call picks one of the two).
+// Pointers are device memory of `device`; every call is queued on that device's compute stream
+// (core/cuda/stream.cuh) and returns without waiting, except where said. Plain C++: nn includes it.
+// In a build without CUDA each function is an inline stub that throws engine::Error, so callers
+// need no #ifdef.
 #pragma once
 #include <cstdint>
 
@@ -47,9 +48,9 @@ ENGINE_CUDA_OP(void conv2d_forward(int device, const float* x, const float* w, c
                                    float* y, const Conv2dShape& s))
 ENGINE_CUDA_OP(void conv2d_backward_data(int device, const float* dy, const float* w, float* dx,
                                          const Conv2dShape& s))
-// dw = beta * dw + filter gradient.
+// dw = beta * dw + filter gradient; when db is not null, db = beta * db + bias gradient too.
 ENGINE_CUDA_OP(void conv2d_backward_filter(int device, const float* x, const float* dy, float* dw,
-                                           const Conv2dShape& s, float beta))
+                                           float* db, const Conv2dShape& s, float beta))
 // db (Cout) = beta * db + sum over N, OH, OW of dy; deterministic.
 ENGINE_CUDA_OP(void conv2d_backward_bias(int device, const float* dy, float* db,
                                          const Conv2dShape& s, float beta))
@@ -68,7 +69,7 @@ ENGINE_CUDA_OP(void dropout2d_forward(int device, const float* x, float* y, int6
 ENGINE_CUDA_OP(void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes,
                                        int64_t plane_size, float p, uint64_t seed, uint64_t offset))
 
-// ---- max pooling: arg (N, C, OH, OW) int32 index within the (H, W) plane ----
+// ---- max pooling: arg (N, C, OH, OW) int32 (DType::I32) index within the (H, W) plane ----
 ENGINE_CUDA_OP(void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg,
                                        const Pool2dShape& s))
 // Overwrites dx; each input gathers from the windows covering it (no atomics: deterministic).

@@ -10,15 +10,12 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/reference.h"
+#include "tests/common/test_util.h"
 
 namespace engine::kernels {
 namespace {
 
-std::vector<float> filled(int64_t n, uint64_t seed) {
-  std::vector<float> v(n);
-  ref::fill_uniform(v.data(), n, seed);
-  return v;
-}
+using engine::testing::filled;
 
 TEST(Relu, ForwardBackwardMatchReference) {
   auto x = filled(100003, 1), dy = filled(100003, 2);

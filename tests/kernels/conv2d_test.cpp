@@ -1,5 +1,5 @@
 // tests/kernels/conv2d_test.cpp: conv2d (every algorithm) against the reference on awkward
-// shapes, gradients by finite differences, determinism, beta, workspace checks.
+// shapes, determinism, beta, workspace checks. Finite differences: tests/nn/test_functional.cpp.
 #include "kernels/cpu/conv2d.h"
 
 #include <gtest/gtest.h>
@@ -11,18 +11,15 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/reference.h"
+#include "tests/common/test_util.h"
 
 namespace engine::kernels {
 namespace {
 
+using engine::testing::filled;
+
 using cpu::ConvAlgo;
 using cpu::ConvPass;
-
-std::vector<float> filled(int64_t n, uint64_t seed) {
-  std::vector<float> v(n);
-  ref::fill_uniform(v.data(), n, seed);
-  return v;
-}
 
 class Threads {
  public:
@@ -141,43 +138,6 @@ TEST(Conv2d, BackwardBiasAndBeta) {
       EXPECT_NEAR(db[i], db_ref[i] - 0.25f, 1e-4);
       EXPECT_NEAR(db2[i], db_ref[i], 1e-4);
     }
-  }
-}
-
-// L = sum_i y_i r_i; its gradients are backward_data(r), backward_filter(x, r), sum(r).
-double loss(const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
-            const std::vector<float>& b, const std::vector<float>& r, ConvAlgo algo) {
-  std::vector<float> y(s.y_count()), ws(cpu::conv2d_workspace_count(s, algo));
-  cpu::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s, ws.data(),
-                      static_cast<int64_t>(ws.size()), algo);
-  double l = 0.0;
-  for (int64_t i = 0; i < s.y_count(); ++i) l += double(y[i]) * r[i];
-  return l;
-}
-
-TEST(Conv2d, GradientsMatchFiniteDifferences) {
-  const Conv2dShape shapes[] = {{2, 3, 6, 7, 4, 3, 3, 1, 1}, {2, 2, 7, 6, 3, 3, 3, 2, 1}};
-  for (const Conv2dShape& s : shapes) {
-    SCOPED_TRACE(describe(s));
-    auto x = filled(s.x_count(), 10), w = filled(s.w_count(), 11), b = filled(s.c_out, 12);
-    auto r = filled(s.y_count(), 13);
-    Grads g = run(s, ConvAlgo::kAuto, x, w, b.data(), r);
-    const float h = 1e-2f;
-    auto check = [&](std::vector<float>& v, const std::vector<float>& grad, const char* what) {
-      for (int64_t i = 0; i < static_cast<int64_t>(v.size()); i += 7) {
-        const float keep = v[i];
-        v[i] = keep + h;
-        double up = loss(s, x, w, b, r, ConvAlgo::kAuto);
-        v[i] = keep - h;
-        double down = loss(s, x, w, b, r, ConvAlgo::kAuto);
-        v[i] = keep;
-        double fd = (up - down) / (2.0 * h);
-        EXPECT_NEAR(grad[i], fd, 2e-3 * std::max(1.0, std::fabs(fd))) << what << "[" << i << "]";
-      }
-    };
-    check(x, g.dx, "dx");
-    check(w, g.dw, "dw");
-    check(b, g.db, "db");
   }
 }
 

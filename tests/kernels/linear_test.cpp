@@ -1,5 +1,5 @@
-// tests/kernels/linear_test.cpp: linear forward/backward against the reference, finite
-// differences, beta, empty batch.
+// tests/kernels/linear_test.cpp: linear forward/backward against the reference, beta, empty
+// batch, determinism. Finite differences: tests/nn/test_functional.cpp.
 #include "kernels/cpu/linear.h"
 
 #include <gtest/gtest.h>
@@ -9,15 +9,12 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/reference.h"
+#include "tests/common/test_util.h"
 
 namespace engine::kernels {
 namespace {
 
-std::vector<float> filled(int64_t n, uint64_t seed) {
-  std::vector<float> v(n);
-  ref::fill_uniform(v.data(), n, seed);
-  return v;
-}
+using engine::testing::filled;
 
 struct Out {
   std::vector<float> y, dx, dw, db;
@@ -78,36 +75,6 @@ TEST(Linear, EmptyBatch) {
   cpu::linear_backward_bias(nullptr, db.data(), s, 0.f);
   for (float v : dw) EXPECT_EQ(v, 0.f);
   for (float v : db) EXPECT_EQ(v, 0.f);
-}
-
-TEST(Linear, GradientsMatchFiniteDifferences) {
-  const LinearShape s{4, 6, 5};
-  auto x = filled(s.n * s.in, 7), w = filled(s.out * s.in, 8), b = filled(s.out, 9);
-  auto r = filled(s.n * s.out, 10);
-  Out g = run(s, x, w, b.data(), r);
-  auto loss = [&] {
-    std::vector<float> y(s.n * s.out);
-    cpu::linear_forward(x.data(), w.data(), b.data(), y.data(), s);
-    double l = 0.0;
-    for (size_t i = 0; i < y.size(); ++i) l += double(y[i]) * r[i];
-    return l;
-  };
-  const float h = 1e-2f;
-  auto check = [&](std::vector<float>& v, const std::vector<float>& grad, const char* what) {
-    for (size_t i = 0; i < v.size(); ++i) {
-      const float keep = v[i];
-      v[i] = keep + h;
-      double up = loss();
-      v[i] = keep - h;
-      double down = loss();
-      v[i] = keep;
-      double fd = (up - down) / (2.0 * h);
-      EXPECT_NEAR(grad[i], fd, 1e-3 * std::max(1.0, std::fabs(fd))) << what << "[" << i << "]";
-    }
-  };
-  check(x, g.dx, "dx");
-  check(w, g.dw, "dw");
-  check(b, g.db, "db");
 }
 
 TEST(Linear, DeterministicForAThreadCount) {

@@ -87,6 +87,7 @@ TEST(Optim, MatchReferenceOnManyElements) {
   EXPECT_LT(ref::max_rel_error(p.data(), p_ref.data(), n), 1e-5);
   EXPECT_LT(ref::max_rel_error(buf.data(), buf_ref.data(), n), 1e-5);
   EXPECT_LT(ref::max_rel_error(m.data(), m_ref.data(), n), 1e-5);
+  EXPECT_LT(ref::max_rel_error(v.data(), v_ref.data(), n), 1e-5);
 }
 
 TEST(Optim, RejectsMisuse) {

@@ -1,5 +1,5 @@
-// tests/kernels/pool_test.cpp: max pooling against the reference, overlapping windows,
-// finite differences, NaN, argmax indices.
+// tests/kernels/pool_test.cpp: max pooling against the reference, overlapping windows, NaN,
+// argmax indices. Finite differences: nn's MaxPool check (tests/nn/test_functional.cpp).
 #include "kernels/cpu/pool.h"
 
 #include <gtest/gtest.h>
@@ -9,15 +9,12 @@
 
 #include "core/error.h"
 #include "kernels/cpu/reference.h"
+#include "tests/common/test_util.h"
 
 namespace engine::kernels {
 namespace {
 
-std::vector<float> filled(int64_t n, uint64_t seed) {
-  std::vector<float> v(n);
-  ref::fill_uniform(v.data(), n, seed);
-  return v;
-}
+using engine::testing::filled;
 
 int64_t in_count(const Pool2dShape& s) {
   return s.n * s.c * s.h * s.w;
@@ -66,34 +63,6 @@ TEST(MaxPool2d, NaNWins) {
   cpu::max_pool2d_forward(x.data(), y.data(), arg.data(), s);
   EXPECT_TRUE(std::isnan(y[0]));
   EXPECT_EQ(arg[0], 1);
-}
-
-TEST(MaxPool2d, GradientMatchesFiniteDifferences) {
-  const Pool2dShape s{2, 2, 7, 6, 3, 2};  // overlapping windows
-  // Distinct values spaced 0.01 apart so that a step of 1e-3 never changes an argmax.
-  std::vector<float> x(in_count(s));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>((i * 37) % x.size());
-  auto r = filled(out_count(s), 3);
-  std::vector<float> y(out_count(s)), dx(in_count(s));
-  std::vector<int32_t> arg(out_count(s));
-  cpu::max_pool2d_forward(x.data(), y.data(), arg.data(), s);
-  cpu::max_pool2d_backward(r.data(), arg.data(), dx.data(), s);
-  auto loss = [&] {
-    cpu::max_pool2d_forward(x.data(), y.data(), arg.data(), s);
-    double l = 0.0;
-    for (size_t i = 0; i < y.size(); ++i) l += double(y[i]) * r[i];
-    return l;
-  };
-  const float h = 1e-3f;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float keep = x[i];
-    x[i] = keep + h;
-    double up = loss();
-    x[i] = keep - h;
-    double down = loss();
-    x[i] = keep;
-    EXPECT_NEAR(dx[i], (up - down) / (2.0 * h), 2e-3) << "dx[" << i << "]";
-  }
 }
 
 TEST(MaxPool2d, RejectsWindowLargerThanInput) {

@@ -1,5 +1,6 @@
 // tests/kernels/softmax_test.cpp: log-softmax, NLL, fused cross entropy, argmax and accuracy
-// against the reference and finite differences; bad targets are errors naming index and value.
+// against the reference; bad targets are errors naming index and value. Finite differences:
+// tests/nn/test_functional.cpp.
 #include "kernels/cpu/softmax.h"
 
 #include <gtest/gtest.h>
@@ -10,15 +11,12 @@
 
 #include "core/error.h"
 #include "kernels/cpu/reference.h"
+#include "tests/common/test_util.h"
 
 namespace engine::kernels {
 namespace {
 
-std::vector<float> filled(int64_t n, uint64_t seed, float lo = -3.f, float hi = 3.f) {
-  std::vector<float> v(n);
-  ref::fill_uniform(v.data(), n, seed, lo, hi);
-  return v;
-}
+using engine::testing::filled;
 
 std::vector<int64_t> targets(int64_t n, int64_t c) {
   std::vector<int64_t> t(n);
@@ -28,7 +26,7 @@ std::vector<int64_t> targets(int64_t n, int64_t c) {
 
 TEST(LogSoftmax, ForwardBackwardMatchReference) {
   for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 1}, {5, 10}, {64, 10}, {3, 1001}}) {
-    auto x = filled(n * c, 1), dy = filled(n * c, 2);
+    auto x = filled(n * c, 1, -3.f, 3.f), dy = filled(n * c, 2, -3.f, 3.f);
     x[0] = 80.f;  // large logits must not overflow
     std::vector<float> y(n * c), y_ref(n * c), dx(n * c), dx_ref(n * c);
     cpu::log_softmax_forward(x.data(), y.data(), n, c);
@@ -44,21 +42,26 @@ TEST(NllLoss, ForwardBackwardMatchReference) {
   const int64_t n = 37, c = 10;
   auto logp = filled(n * c, 3, -5.f, 0.f);
   auto t = targets(n, c);
-  EXPECT_FLOAT_EQ(cpu::nll_loss_forward(logp.data(), t.data(), n, c),
-                  ref::nll_loss_forward(logp.data(), t.data(), n, c));
+  float loss = 0.f;
+  cpu::nll_loss_forward(logp.data(), t.data(), &loss, n, c);
+  EXPECT_FLOAT_EQ(loss, ref::nll_loss_forward(logp.data(), t.data(), n, c));
   std::vector<float> g(n * c), g_ref(n * c);
-  cpu::nll_loss_backward(0.5f, t.data(), g.data(), n, c);
+  const float half = 0.5f;
+  cpu::nll_loss_backward(&half, t.data(), g.data(), n, c);
   ref::nll_loss_backward(0.5f, t.data(), g_ref.data(), n, c);
   EXPECT_EQ(g, g_ref);
-  EXPECT_TRUE(std::isnan(cpu::nll_loss_forward(logp.data(), t.data(), 0, c)));
+  cpu::nll_loss_forward(logp.data(), t.data(), &loss, 0, c);
+  EXPECT_TRUE(std::isnan(loss));
 }
 
 TEST(NllLoss, BadTargetNamesIndexAndValue) {
   const int64_t n = 4, c = 10;
   std::vector<float> logp(n * c, -1.f), g(n * c);
   std::vector<int64_t> t = {1, 2, 10, 3};
+  float loss = 0.f;
+  const float one = 1.f;
   try {
-    cpu::nll_loss_forward(logp.data(), t.data(), n, c);
+    cpu::nll_loss_forward(logp.data(), t.data(), &loss, n, c);
     FAIL() << "no error";
   } catch (const Error& e) {
     const std::string msg = e.what();
@@ -67,37 +70,26 @@ TEST(NllLoss, BadTargetNamesIndexAndValue) {
     EXPECT_NE(msg.find("[0, 10)"), std::string::npos) << msg;
   }
   t[2] = -1;
-  EXPECT_THROW(cpu::nll_loss_backward(1.f, t.data(), g.data(), n, c), Error);
+  EXPECT_THROW(cpu::nll_loss_backward(&one, t.data(), g.data(), n, c), Error);
   EXPECT_THROW(cpu::cross_entropy_forward(logp.data(), t.data(), g.data(), n, c), Error);
 }
 
-TEST(CrossEntropy, FusedEqualsComposedAndMatchesFiniteDifferences) {
+// Its gradient by finite differences: nn's CrossEntropy check (tests/nn/test_functional.cpp).
+TEST(CrossEntropy, FusedEqualsComposed) {
   const int64_t n = 6, c = 7;
-  auto x = filled(n * c, 4);
+  auto x = filled(n * c, 4, -3.f, 3.f);
   auto t = targets(n, c);
   std::vector<float> logp(n * c), logp2(n * c), dx(n * c), dlogp(n * c), dx2(n * c);
   const float loss = cpu::cross_entropy_forward(x.data(), t.data(), logp.data(), n, c);
   cpu::log_softmax_forward(x.data(), logp2.data(), n, c);
-  EXPECT_EQ(loss, cpu::nll_loss_forward(logp2.data(), t.data(), n, c));
+  float composed = 0.f;
+  const float one = 1.f;
+  cpu::nll_loss_forward(logp2.data(), t.data(), &composed, n, c);
+  EXPECT_EQ(loss, composed);
   cpu::cross_entropy_backward(1.f, logp.data(), t.data(), dx.data(), n, c);
-  cpu::nll_loss_backward(1.f, t.data(), dlogp.data(), n, c);
+  cpu::nll_loss_backward(&one, t.data(), dlogp.data(), n, c);
   cpu::log_softmax_backward(dlogp.data(), logp2.data(), dx2.data(), n, c);
   EXPECT_LT(ref::max_rel_error(dx.data(), dx2.data(), n * c), 1e-6);
-  auto f = [&] {
-    std::vector<float> lp(n * c);
-    cpu::log_softmax_forward(x.data(), lp.data(), n, c);
-    return double(cpu::nll_loss_forward(lp.data(), t.data(), n, c));
-  };
-  const float h = 1e-2f;
-  for (int64_t i = 0; i < n * c; ++i) {
-    const float keep = x[i];
-    x[i] = keep + h;
-    double up = f();
-    x[i] = keep - h;
-    double down = f();
-    x[i] = keep;
-    EXPECT_NEAR(dx[i], (up - down) / (2.0 * h), 2e-4) << "dx[" << i << "]";
-  }
 }
 
 TEST(Argmax, FirstMaximumNaNAndAccuracy) {

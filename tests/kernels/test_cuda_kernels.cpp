@@ -1,12 +1,12 @@
 // tests/kernels/test_cuda_kernels.cpp: every kernels::cuda function against its kernels::cpu
 // twin on the same inputs, with a tolerance per op (exact where the arithmetic is the same
-// sequence of float operations). Skips with the reason when no CUDA device answers; compiles to a
-// single skipped test in a build without CUDA.
+// sequence of float operations), on engine::testing::cuda_test_device() (cuda:0, or
+// gpu_selftest's --device). Skips with the reason ("no CUDA device: ...") when it does not
+// answer; without a device a CUDA call must throw, not fall back to the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,6 +24,8 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/dispatch.h"
+#include "tests/common/test_util.h"
 
 namespace engine::kernels {
 namespace {
@@ -31,36 +33,18 @@ namespace {
 namespace kc = kernels::cpu;
 namespace kg = kernels::cuda;
 
-std::vector<float> uniform(int64_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Generator g(seed);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = g.uniform(lo, hi);
-  return v;
-}
-
-// max |got - want| / max(max |want|, 1e-30); NaN must match NaN.
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double scale = 1e-30, err = 0;
-  for (float w : want)
-    if (!std::isnan(w)) scale = std::max(scale, static_cast<double>(std::fabs(w)));
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    if (std::isnan(got[i]) || std::isnan(want[i])) {
-      if (std::isnan(got[i]) != std::isnan(want[i])) return INFINITY;
-      continue;
-    }
-    err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
-  }
-  return err / scale;
-}
+using engine::testing::filled;
+using engine::testing::rel_error;
 
 class CudaKernels : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << cuda_unavailable_reason();
+    if (const std::string why = engine::testing::cuda_test_skip_reason(); !why.empty())
+      GTEST_SKIP() << why;
+    kDev = dev().index;
   }
-  static constexpr int kDev = 0;
-  Device dev() const { return Device::cuda(kDev); }
+  int kDev = 0;  // the device's index, as kernels::cuda takes it
+  Device dev() const { return engine::testing::cuda_test_device(); }
   Tensor up(const std::vector<float>& v) {
     return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, dev());
   }
@@ -71,16 +55,23 @@ class CudaKernels : public ::testing::Test {
   static float* p(const Tensor& t) { return t.data<float>(); }
 };
 
-TEST(CudaKernelsBuild, SkipsOrRuns) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << cuda_unavailable_reason();
-  SUCCEED();
+// kernels::call on a CUDA device reaches kernels::cuda, which without a device (or without CUDA
+// built in: the stub) throws; nothing runs on the CPU instead.
+TEST(CudaKernelsBuild, CallOnACudaDeviceReachesTheCudaKernel) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "CUDA is built and answers: CudaKernels run";
+  std::vector<float> x = {-1.f, 2.f}, y = {7.f, 7.f};
+  EXPECT_THROW(
+      kernels::call(Device::cuda(0), kc::relu_forward, kg::relu_forward, x.data(), y.data(), 2),
+      Error);
+  EXPECT_EQ(y, (std::vector<float>{7.f, 7.f}));
+  kernels::call(Device::cpu(), kc::relu_forward, kg::relu_forward, x.data(), y.data(), 2);
+  EXPECT_EQ(y, (std::vector<float>{0.f, 2.f}));
 }
 
 TEST_F(CudaKernels, LinearMatchesCpu) {
   for (LinearShape s : {LinearShape{5, 7, 3}, LinearShape{64, 784, 10}, LinearShape{1, 1, 1}}) {
-    const auto x = uniform(s.n * s.in, 1), w = uniform(s.out * s.in, 2), b = uniform(s.out, 3),
-               dy = uniform(s.n * s.out, 4), dw0 = uniform(s.out * s.in, 5),
-               db0 = uniform(s.out, 6);
+    const auto x = filled(s.n * s.in, 1), w = filled(s.out * s.in, 2), b = filled(s.out, 3),
+               dy = filled(s.n * s.out, 4), dw0 = filled(s.out * s.in, 5), db0 = filled(s.out, 6);
     std::vector<float> y(s.n * s.out), dx(s.n * s.in), dw(dw0), db(db0);
     kc::linear_forward(x.data(), w.data(), b.data(), y.data(), s);
     kc::linear_backward_data(dy.data(), w.data(), dx.data(), s);
@@ -113,8 +104,8 @@ TEST_F(CudaKernels, Conv2dMatchesCpu) {
                                 {2, 32, 14, 14, 64, 3, 3, 1, 1},
                                 {1, 2, 5, 6, 3, 2, 3, 1, 2}};
   for (const Conv2dShape& s : shapes) {
-    const auto x = uniform(s.x_count(), 11), w = uniform(s.w_count(), 12), b = uniform(s.c_out, 13),
-               dy = uniform(s.y_count(), 14);
+    const auto x = filled(s.x_count(), 11), w = filled(s.w_count(), 12), b = filled(s.c_out, 13),
+               dy = filled(s.y_count(), 14);
     std::vector<float> ws(kc::conv2d_workspace_count(s));
     std::vector<float> y(s.y_count()), dx(s.x_count()), dw(s.w_count()), db(s.c_out);
     kc::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s, ws.data(), ws.size());
@@ -126,15 +117,19 @@ TEST_F(CudaKernels, Conv2dMatchesCpu) {
     for (int rep = 0; rep < 2; ++rep) {  // the second time from the cached plan
       kg::conv2d_forward(kDev, p(gx), p(gw), p(gb), p(gy), s);
       kg::conv2d_backward_data(kDev, p(gdy), p(gw), p(gdx), s);
-      kg::conv2d_backward_filter(kDev, p(gx), p(gdy), p(gdw), s, 0.f);
-      kg::conv2d_backward_bias(kDev, p(gdy), p(gdb), s, 0.f);
+      if (rep == 0) {  // the bias gradient from the filter pass, then on its own
+        kg::conv2d_backward_filter(kDev, p(gx), p(gdy), p(gdw), p(gdb), s, 0.f);
+      } else {
+        kg::conv2d_backward_filter(kDev, p(gx), p(gdy), p(gdw), nullptr, s, 0.f);
+        kg::conv2d_backward_bias(kDev, p(gdy), p(gdb), s, 0.f);
+      }
       EXPECT_LT(rel_error(gy.to_vector(), y), 1e-5) << "forward c_in=" << s.c_in;
       EXPECT_LT(rel_error(gdx.to_vector(), dx), 1e-5) << "backward data c_in=" << s.c_in;
       EXPECT_LT(rel_error(gdw.to_vector(), dw), 1e-5) << "backward filter c_in=" << s.c_in;
       EXPECT_LT(rel_error(gdb.to_vector(), db), 1e-5) << "backward bias c_in=" << s.c_in;
     }
     // beta = 1 accumulates into the existing gradient.
-    kg::conv2d_backward_filter(kDev, p(gx), p(gdy), p(gdw), s, 1.f);
+    kg::conv2d_backward_filter(kDev, p(gx), p(gdy), p(gdw), nullptr, s, 1.f);
     std::vector<float> twice(dw);
     for (float& v : twice) v *= 2.f;
     EXPECT_LT(rel_error(gdw.to_vector(), twice), 1e-5);
@@ -142,9 +137,9 @@ TEST_F(CudaKernels, Conv2dMatchesCpu) {
 }
 
 TEST_F(CudaKernels, ReluIsExact) {
-  auto x = uniform(1001, 21);
+  auto x = filled(1001, 21);
   x[3] = NAN;
-  const auto dy = uniform(1001, 22);
+  const auto dy = filled(1001, 22);
   std::vector<float> y(x.size()), dx(x.size());
   kc::relu_forward(x.data(), y.data(), x.size());
   kc::relu_backward(dy.data(), y.data(), dx.data(), x.size());
@@ -158,7 +153,7 @@ TEST_F(CudaKernels, ReluIsExact) {
 TEST_F(CudaKernels, DropoutMasksEqualCpuMasks) {
   for (int64_t n : {0, 1, 3, 5, 1001, 1 << 16}) {
     for (float prob : {0.f, 0.3f, 0.5f, 1.f}) {
-      const auto x = uniform(n, 31);
+      const auto x = filled(n, 31);
       std::vector<float> y(n), y2(n);
       kc::dropout_forward(x.data(), y.data(), n, prob, 42, 7);
       Tensor gx = up(x), gy = dempty(n);
@@ -170,7 +165,7 @@ TEST_F(CudaKernels, DropoutMasksEqualCpuMasks) {
     }
   }
   const int64_t planes = 6 * 5, plane = 7 * 3;
-  const auto x = uniform(planes * plane, 32);
+  const auto x = filled(planes * plane, 32);
   std::vector<float> y(x.size());
   Tensor gx = up(x), gy = dempty(x.size());
   kc::dropout2d_forward(x.data(), y.data(), planes, plane, 0.4f, 3, 11);
@@ -184,24 +179,23 @@ TEST_F(CudaKernels, DropoutMasksEqualCpuMasks) {
 TEST_F(CudaKernels, MaxPoolMatchesCpuIncludingIndices) {
   for (Pool2dShape s : {Pool2dShape{2, 3, 8, 8, 2, 2}, Pool2dShape{2, 2, 9, 7, 3, 2},
                         Pool2dShape{1, 1, 5, 5, 3, 1}}) {
-    auto x = uniform(s.n * s.c * s.h * s.w, 41);
+    auto x = filled(s.n * s.c * s.h * s.w, 41);
     x[5] = x[4];  // a tie: the first maximum wins
     x[17] = NAN;
     const int64_t out = s.planes() * s.oh() * s.ow();
-    const auto dy = uniform(out, 42);
+    const auto dy = filled(out, 42);
     std::vector<float> y(out), dx(x.size());
     std::vector<int32_t> arg(out);
     kc::max_pool2d_forward(x.data(), y.data(), arg.data(), s);
     kc::max_pool2d_backward(dy.data(), arg.data(), dx.data(), s);
-    Tensor gx = up(x), gy = dempty(out), garg = dempty(out), gdy = up(dy), gdx = dempty(x.size());
-    auto* ga = static_cast<int32_t*>(garg.raw_data());
+    Tensor gx = up(x), gy = dempty(out), gdy = up(dy), gdx = dempty(x.size());
+    Tensor garg = Tensor::empty({out}, DType::I32, dev());
+    int32_t* ga = garg.data<int32_t>();
     kg::max_pool2d_forward(kDev, p(gx), p(gy), ga, s);
     kg::max_pool2d_backward(kDev, p(gdy), ga, p(gdx), s);
     EXPECT_EQ(rel_error(gy.to_vector(), y), 0.0) << "k " << s.k << " stride " << s.stride;
-    std::vector<float> args_as_f = garg.to_vector();
-    std::vector<int32_t> got(out);
-    std::memcpy(got.data(), args_as_f.data(), out * sizeof(int32_t));
-    EXPECT_EQ(got, arg);
+    Tensor harg = garg.to(Device::cpu());
+    EXPECT_EQ(std::vector<int32_t>(harg.data<int32_t>(), harg.data<int32_t>() + out), arg);
     EXPECT_LT(rel_error(gdx.to_vector(), dx), 1e-6) << "k " << s.k << " stride " << s.stride;
   }
 }
@@ -210,8 +204,8 @@ TEST_F(CudaKernels, BatchNormMatchesCpu) {
   for (BatchNormShape s :
        {BatchNormShape{4, 3, 25}, BatchNormShape{64, 16, 196}, BatchNormShape{2, 5, 1}}) {
     const int64_t n = s.n * s.c * s.hw;
-    const auto x = uniform(n, 51, -2.f, 3.f), g = uniform(s.c, 52), b = uniform(s.c, 53),
-               dy = uniform(n, 54);
+    const auto x = filled(n, 51, -2.f, 3.f), g = filled(s.c, 52), b = filled(s.c, 53),
+               dy = filled(n, 54);
     std::vector<float> rm(s.c, 0.1f), rv(s.c, 0.9f), y(n), mean(s.c), invstd(s.c), dx(n), dg(s.c),
         db(s.c), ye(n);
     Tensor gx = up(x), gg = up(g), gb = up(b), grm = up(rm), grv = up(rv), gy = dempty(n),
@@ -242,9 +236,9 @@ TEST_F(CudaKernels, BatchNormMatchesCpu) {
 
 TEST_F(CudaKernels, SoftmaxLossArgmaxMatchCpu) {
   const int64_t n = 37, c = 10;
-  auto x = uniform(n * c, 61, -5.f, 5.f);
+  auto x = filled(n * c, 61, -5.f, 5.f);
   x[3 * c + 4] = NAN;  // row 3's argmax is the NaN
-  const auto dy = uniform(n * c, 62);
+  const auto dy = filled(n * c, 62);
   std::vector<int64_t> target(n);
   for (int64_t i = 0; i < n; ++i) target[i] = (i * 7) % c;
   std::vector<float> y(n * c), dx(n * c), dlogp(n * c);
@@ -253,8 +247,10 @@ TEST_F(CudaKernels, SoftmaxLossArgmaxMatchCpu) {
   kc::log_softmax_backward(dy.data(), y.data(), dx.data(), n, c);
   std::vector<float> clean(y);
   for (float& v : clean) v = std::isnan(v) ? 0.f : v;
-  const float loss = kc::nll_loss_forward(clean.data(), target.data(), n, c);
-  kc::nll_loss_backward(0.5f, target.data(), dlogp.data(), n, c);
+  float loss = 0.f;
+  const float half = 0.5f;
+  kc::nll_loss_forward(clean.data(), target.data(), &loss, n, c);
+  kc::nll_loss_backward(&half, target.data(), dlogp.data(), n, c);
   kc::argmax_rows(x.data(), n, c, am.data());
 
   Tensor gx = up(x), gy = dempty(n * c), gdy = up(dy), gdx = dempty(n * c), gt = up_i64(target),
@@ -292,11 +288,11 @@ TEST_F(CudaKernels, OptimizersMatchCpu) {
   sc.nesterov = true;
   AdamConfig ac;
   ac.weight_decay = 1e-2;
-  auto param = uniform(n, 71), buf = std::vector<float>(n), m = std::vector<float>(n, 0.f),
-       v = std::vector<float>(n, 0.f), pa = uniform(n, 72);
+  auto param = filled(n, 71), buf = std::vector<float>(n), m = std::vector<float>(n, 0.f),
+       v = std::vector<float>(n, 0.f), pa = filled(n, 72);
   Tensor gp = up(param), gbuf = dempty(n), gpa = up(pa), gm = up(m), gv = up(v);
   for (int step = 1; step <= 3; ++step) {
-    const auto g = uniform(n, 100 + step);
+    const auto g = filled(n, 100 + step);
     Tensor gg = up(g);
     kc::sgd_step(param.data(), g.data(), buf.data(), n, sc, step == 1);
     kg::sgd_step(kDev, p(gp), p(gg), p(gbuf), n, sc, step == 1);
@@ -313,7 +309,7 @@ TEST_F(CudaKernels, OptimizersMatchCpu) {
 TEST_F(CudaKernels, ReduceIntoAndScaleMatchCpu) {
   const int64_t n = 1003;
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin}) {
-    auto a = uniform(n, 81), b = uniform(n, 82);
+    auto a = filled(n, 81), b = filled(n, 82);
     b[7] = NAN;
     Tensor ga = up(a), gb = up(b);
     kc::reduce_into(a.data(), b.data(), n, op);
@@ -326,7 +322,7 @@ TEST_F(CudaKernels, ReduceIntoAndScaleMatchCpu) {
   kc::reduce_into(ia.data(), ib.data(), n, ReduceOp::kMax);
   kg::reduce_into(kDev, gia.data<int64_t>(), gib.data<int64_t>(), n, ReduceOp::kMax);
   EXPECT_EQ(gia.to_vector_i64(), ia);
-  auto a = uniform(n, 83);
+  auto a = filled(n, 83);
   Tensor ga = up(a);
   kc::scale(a.data(), n, 0.25f);
   kg::scale(kDev, p(ga), n, 0.25f);
@@ -335,7 +331,7 @@ TEST_F(CudaKernels, ReduceIntoAndScaleMatchCpu) {
 
 TEST_F(CudaKernels, BiasGradientsAreDeterministic) {
   const Conv2dShape s{32, 8, 12, 12, 16, 3, 3, 1, 1};
-  const auto dy = uniform(s.y_count(), 91);
+  const auto dy = filled(s.y_count(), 91);
   Tensor gdy = up(dy), a = dempty(s.c_out), b = dempty(s.c_out);
   kg::conv2d_backward_bias(kDev, p(gdy), p(a), s, 0.f);
   kg::conv2d_backward_bias(kDev, p(gdy), p(b), s, 0.f);

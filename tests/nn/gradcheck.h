@@ -1,4 +1,6 @@
-// tests/nn/gradcheck.h: finite-difference gradient checks through autograd.
+// tests/nn/gradcheck.h: finite-difference gradient checks through autograd: the one such check
+// of every op is tests/nn/test_functional.cpp's (kernel tests compare with kernels/cpu/reference,
+// device tests with the CPU).
 // For y = f(inputs) and a fixed random R of y's shape, L = sum(R * y); autograd's dL/dx is
 // compared with (L(x + h) - L(x - h)) / 2h for every element of every input that requires grad.
 #pragma once
@@ -9,35 +11,10 @@
 #include <functional>
 #include <vector>
 
-#include "core/rng.h"
 #include "core/tensor.h"
+#include "tests/common/test_util.h"
 
 namespace engine::testing {
-
-inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1, float hi = 1) {
-  Generator g(seed);
-  std::vector<float> v(shape_numel(shape));
-  for (float& x : v) x = g.uniform(lo, hi);
-  return Tensor::from_vector(v, shape);
-}
-
-// max |a - b| / max(max |b|, 1e-30) over two tensors of any devices.
-inline double rel_error(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(shape_str(got.shape()), shape_str(want.shape()));
-  std::vector<float> g = got.to_vector(), w = want.to_vector();
-  double scale = 1e-30, err = 0;
-  for (float v : w) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-  for (size_t i = 0; i < g.size() && i < w.size(); ++i)
-    err = std::max(err, std::fabs(static_cast<double>(g[i]) - w[i]));
-  return err / scale;
-}
-
-inline double dot(const Tensor& a, const Tensor& b) {
-  std::vector<float> x = a.to_vector(), y = b.to_vector();
-  double s = 0;
-  for (size_t i = 0; i < x.size(); ++i) s += static_cast<double>(x[i]) * y[i];
-  return s;
-}
 
 // inputs: leaves; those with requires_grad are checked. tol: max |analytic - numeric| allowed,
 // relative to max(1, |numeric|).

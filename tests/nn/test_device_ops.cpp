@@ -1,8 +1,8 @@
-// tests/nn/test_device_ops.cpp: every differentiable op, a finite-difference gradient check and
-// one training step of each model, parameterised by device. On cuda:N each result (outputs,
-// gradients, running statistics, updated parameters) is compared with the CPU's, with a
-// tolerance per op; on cpu the same code runs against itself (it still checks the harness).
-// CUDA cases skip with the reason when no device answers.
+// tests/nn/test_device_ops.cpp: every differentiable op and one training step of each model on
+// a CUDA device (engine::testing::cuda_test_device(): cuda:0, or gpu_selftest's --device), each
+// result (outputs, gradients, running statistics, updated parameters) compared with the CPU's,
+// with a tolerance per op. The CPU's own gradients are checked by finite differences in
+// tests/nn/test_functional.cpp. Skips with the reason ("no CUDA device: ...") without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,7 +17,7 @@
 #include "nn/functional.h"
 #include "nn/models.h"
 #include "nn/optim.h"
-#include "tests/nn/gradcheck.h"
+#include "tests/common/test_util.h"
 
 namespace engine {
 namespace {
@@ -26,13 +26,12 @@ using engine::testing::random_tensor;
 using engine::testing::rel_error;
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-class DeviceOps : public ::testing::TestWithParam<std::string> {
+class DeviceOps : public ::testing::Test {
  protected:
   void SetUp() override {
-    dev_ = Device::parse(GetParam());
-    if (dev_.is_cuda() && cuda_device_count() <= dev_.index)
-      GTEST_SKIP() << (cuda_device_count() == 0 ? cuda_unavailable_reason()
-                                                : "no CUDA device " + dev_.str());
+    dev_ = engine::testing::cuda_test_device();
+    if (const std::string why = engine::testing::cuda_test_skip_reason(); !why.empty())
+      GTEST_SKIP() << why;
   }
 
   // Runs f on CPU leaves and on copies on dev_; compares the output and every input gradient.
@@ -42,7 +41,7 @@ class DeviceOps : public ::testing::TestWithParam<std::string> {
     for (const Tensor& t : inputs) {
       const bool rg = t.requires_grad();
       Tensor c = t.detach().clone();
-      Tensor d = dev_.is_cpu() ? t.detach().clone() : t.detach().to(dev_);
+      Tensor d = t.detach().to(dev_);
       if (rg) {
         c.set_requires_grad(true);
         d.set_requires_grad(true);
@@ -74,7 +73,7 @@ Tensor leaf(const Shape& s, uint64_t seed) {
   return t;
 }
 
-TEST_P(DeviceOps, Linear) {
+TEST_F(DeviceOps, Linear) {
   compare(
       "linear", [](auto& in) { return nn::linear(in[0], in[1], in[2]); },
       {leaf({6, 20}, 1), leaf({7, 20}, 2), leaf({7}, 3)}, 1e-5);
@@ -83,7 +82,7 @@ TEST_P(DeviceOps, Linear) {
       {leaf({6, 20}, 1), leaf({7, 20}, 2)}, 1e-5);
 }
 
-TEST_P(DeviceOps, Conv2d) {
+TEST_F(DeviceOps, Conv2d) {
   compare(
       "conv2d s1 p0", [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 1, 0); },
       {leaf({2, 3, 12, 12}, 4), leaf({5, 3, 5, 5}, 5), leaf({5}, 6)}, 1e-5);
@@ -96,7 +95,7 @@ TEST_P(DeviceOps, Conv2d) {
       {random_tensor({2, 1, 28, 28}, 10), leaf({8, 1, 5, 5}, 11), leaf({8}, 12)}, 1e-5);
 }
 
-TEST_P(DeviceOps, PoolReluReshape) {
+TEST_F(DeviceOps, PoolReluReshape) {
   compare(
       "max_pool2d", [](auto& in) { return nn::max_pool2d(in[0], 2, 2); }, {leaf({2, 3, 8, 8}, 13)},
       1e-6);
@@ -110,7 +109,7 @@ TEST_P(DeviceOps, PoolReluReshape) {
       0);
 }
 
-TEST_P(DeviceOps, DropoutDrawsTheCpuMask) {
+TEST_F(DeviceOps, DropoutDrawsTheCpuMask) {
   compare(
       "dropout",
       [](auto& in) {
@@ -127,7 +126,7 @@ TEST_P(DeviceOps, DropoutDrawsTheCpuMask) {
       {leaf({4, 6, 5, 5}, 18)}, 0);
 }
 
-TEST_P(DeviceOps, BatchNorm) {
+TEST_F(DeviceOps, BatchNorm) {
   const int64_t c = 4;
   for (bool training : {true, false}) {
     Tensor rm_c = random_tensor({c}, 20, -0.2f, 0.2f), rv_c = random_tensor({c}, 21, 0.5f, 1.5f);
@@ -147,7 +146,7 @@ TEST_P(DeviceOps, BatchNorm) {
   }
 }
 
-TEST_P(DeviceOps, SoftmaxLossArgmax) {
+TEST_F(DeviceOps, SoftmaxLossArgmax) {
   Tensor target = Tensor::from_vector_i64({3, 0, 9, 9, 1, 4}, {6});
   compare(
       "log_softmax", [](auto& in) { return nn::log_softmax(in[0]); }, {leaf({6, 10}, 25)}, 1e-6);
@@ -166,55 +165,14 @@ TEST_P(DeviceOps, SoftmaxLossArgmax) {
   EXPECT_THROW(nn::nll_loss(nn::log_softmax(scores.to(dev_)), bad.to(dev_)), Error);
 }
 
-TEST_P(DeviceOps, MixedDevicesAreAnError) {
-  if (dev_.is_cpu()) GTEST_SKIP() << "needs a second device kind";
+TEST_F(DeviceOps, MixedDevicesAreAnError) {
   EXPECT_THROW(nn::linear(random_tensor({2, 3}, 1).to(dev_), random_tensor({4, 3}, 2), Tensor()),
                Error);
 }
 
-// Finite differences on the device itself: L = sum(R * f(x)), central differences of L against
-// autograd's gradient, through a small conv net's layers.
-TEST_P(DeviceOps, FiniteDifferenceGradients) {
-  Fn f = [](auto& in) {
-    Tensor h = nn::relu(nn::conv2d(in[0], in[1], in[2], 1, 1));
-    h = nn::max_pool2d(h, 2, 2);
-    return nn::log_softmax(nn::linear(nn::flatten(h), in[3], in[4]));
-  };
-  std::vector<Tensor> in;
-  const std::vector<Shape> shapes{{2, 2, 6, 6}, {3, 2, 3, 3}, {3}, {5, 27}, {5}};
-  for (size_t k = 0; k < shapes.size(); ++k) {
-    Tensor t = random_tensor(shapes[k], 40 + k).to(dev_);
-    t.set_requires_grad(true);
-    in.push_back(t);
-  }
-  Tensor y = f(in);
-  Tensor r = random_tensor(y.shape(), 99);
-  y.backward(r.to(dev_));
-  const double h = 1e-2, tol = 2e-2;
-  auto loss = [&] { return engine::testing::dot(r, f(in).detach()); };
-  for (size_t k = 0; k < in.size(); ++k) {
-    std::vector<float> analytic = in[k].grad().to_vector(), v = in[k].detach().to_vector();
-    for (size_t i = 0; i < v.size(); i += 1 + v.size() / 40) {  // up to ~40 elements each
-      const float orig = v[i];
-      v[i] = orig + static_cast<float>(h);
-      in[k].copy_from(Tensor::from_vector(v, in[k].shape()));
-      const double lp = loss();
-      v[i] = orig - static_cast<float>(h);
-      in[k].copy_from(Tensor::from_vector(v, in[k].shape()));
-      const double lm = loss();
-      v[i] = orig;
-      in[k].copy_from(Tensor::from_vector(v, in[k].shape()));
-      const double numeric = (lp - lm) / (2 * h);
-      EXPECT_LT(std::fabs(analytic[i] - numeric) / std::max(1.0, std::fabs(numeric)), tol)
-          << "input " << k << " element " << i << ": analytic " << analytic[i] << ", numeric "
-          << numeric;
-    }
-  }
-}
-
 // One SGD (momentum) step of each model (and Adam on the linear one) from the same initial weights,
 // batch and dropout masks: the loss, every updated parameter and every buffer must match the CPU's.
-TEST_P(DeviceOps, OneTrainingStepOfEachModelMatchesCpu) {
+TEST_F(DeviceOps, OneTrainingStepOfEachModelMatchesCpu) {
   for (const std::string name : {"simplecnn", "convnet", "net", "linear"}) {
     for (bool adam : {false, true}) {
       // Adam's first step moves each weight by about lr * sign(grad): a gradient that is only
@@ -259,14 +217,6 @@ TEST_P(DeviceOps, OneTrainingStepOfEachModelMatchesCpu) {
     }
   }
 }
-
-INSTANTIATE_TEST_SUITE_P(Devices, DeviceOps, ::testing::Values("cpu", "cuda:0"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string s = p.param;
-                           for (char& ch : s)
-                             if (ch == ':') ch = '_';
-                           return s;
-                         });
 
 }  // namespace
 }  // namespace engine

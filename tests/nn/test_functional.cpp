@@ -1,4 +1,6 @@
-// Tests of nn/functional: forward values on hand-worked cases and gradients by finite differences.
+// Tests of nn/functional: forward values on hand-worked cases, and the finite-difference gradient
+// check of every op (the only one: kernel tests compare kernels with kernels/cpu/reference, device
+// tests compare devices with the CPU). Tolerances as tight as the kernels' own checks were.
 #include <gtest/gtest.h>
 
 #include "core/autograd.h"
@@ -11,8 +13,8 @@ using engine::testing::gradcheck;
 using engine::testing::random_tensor;
 
 namespace {
-Tensor leaf(const Shape& s, uint64_t seed) {
-  Tensor t = random_tensor(s, seed);
+Tensor leaf(const Shape& s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t = random_tensor(s, seed, lo, hi);
   t.set_requires_grad(true);
   return t;
 }
@@ -26,8 +28,9 @@ TEST(Functional, LinearForwardByHand) {
 }
 
 TEST(Functional, LinearGrad) {
-  gradcheck([](auto& in) { return nn::linear(in[0], in[1], in[2]); },
-            {leaf({3, 4}, 1), leaf({5, 4}, 2), leaf({5}, 3)});
+  auto f = [](auto& in) { return nn::linear(in[0], in[1], in[2]); };
+  gradcheck(f, {leaf({3, 4}, 1), leaf({5, 4}, 2), leaf({5}, 3)}, 1e-2, 1e-3);
+  gradcheck(f, {leaf({4, 6}, 7), leaf({5, 6}, 8), leaf({5}, 9)}, 1e-2, 1e-3);
 }
 
 TEST(Functional, Conv2dForwardByHand) {
@@ -41,16 +44,28 @@ TEST(Functional, Conv2dForwardByHand) {
 }
 
 TEST(Functional, Conv2dGrad) {
-  gradcheck([](auto& in) { return nn::conv2d(in[0], in[1], in[2], 1, 1); },
-            {leaf({2, 3, 5, 4}, 4), leaf({2, 3, 3, 3}, 5), leaf({2}, 6)});
-  gradcheck([](auto& in) { return nn::conv2d(in[0], in[1], in[2], 2, 0); },
-            {leaf({1, 2, 7, 6}, 7), leaf({3, 2, 3, 3}, 8), leaf({3}, 9)});
+  auto s1p1 = [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 1, 1); };
+  auto s2p0 = [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 2, 0); };
+  auto s2p1 = [](auto& in) { return nn::conv2d(in[0], in[1], in[2], 2, 1); };
+  gradcheck(s1p1, {leaf({2, 3, 5, 4}, 4), leaf({2, 3, 3, 3}, 5), leaf({2}, 6)}, 1e-2, 2e-3);
+  gradcheck(s2p0, {leaf({1, 2, 7, 6}, 7), leaf({3, 2, 3, 3}, 8), leaf({3}, 9)}, 1e-2, 2e-3);
+  // The direct AVX-512 path (stride 1) and im2col (stride 2) at the kernels' test shapes.
+  gradcheck(s1p1, {leaf({2, 3, 6, 7}, 10), leaf({4, 3, 3, 3}, 11), leaf({4}, 12)}, 1e-2, 2e-3);
+  gradcheck(s2p1, {leaf({2, 2, 7, 6}, 13), leaf({3, 2, 3, 3}, 14), leaf({3}, 15)}, 1e-2, 2e-3);
 }
 
 TEST(Functional, MaxPoolForwardAndGrad) {
   Tensor x = Tensor::from_vector({1, 5, 2, 0, 3, 4, 8, 1, 0, 0, 1, 1, 9, 0, 1, 2}, {1, 1, 4, 4});
   EXPECT_EQ(nn::max_pool2d(x, 2, 2).to_vector(), (std::vector<float>{5, 8, 9, 2}));
   gradcheck([](auto& in) { return nn::max_pool2d(in[0], 2, 2); }, {leaf({2, 3, 6, 5}, 10)}, 1e-3);
+  // Overlapping windows (k 3, stride 2): gradients sum where windows share their argmax. Distinct
+  // values 0.01 apart, so that a step of 1e-3 never changes an argmax.
+  const Shape s{2, 2, 7, 6};
+  std::vector<float> v(shape_numel(s));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>((i * 37) % v.size());
+  Tensor xo = Tensor::from_vector(v, s);
+  xo.set_requires_grad(true);
+  gradcheck([](auto& in) { return nn::max_pool2d(in[0], 3, 2); }, {xo}, 1e-3, 2e-3);
 }
 
 TEST(Functional, ReluForwardAndGrad) {
@@ -70,6 +85,9 @@ TEST(Functional, LogSoftmaxNllAndCrossEntropy) {
   Tensor t3 = Tensor::from_vector_i64({2, 0, 4}, {3});
   gradcheck([&](auto& in) { return nn::log_softmax(in[0]); }, {leaf({3, 5}, 12)});
   gradcheck([&](auto& in) { return nn::cross_entropy(in[0], t3); }, {leaf({3, 5}, 13)});
+  Tensor t6 = Tensor::from_vector_i64({3, 0, 6, 1, 5, 2}, {6});
+  gradcheck([&](auto& in) { return nn::cross_entropy(in[0], t6); }, {leaf({6, 7}, 20, -3.f, 3.f)},
+            1e-2, 2e-4);
   EXPECT_THROW(nn::nll_loss(logp, Tensor::from_vector_i64({0, 2}, {2})), Error);
 }
 
@@ -87,6 +105,17 @@ TEST(Functional, BatchNormTrainEvalAndGrad) {
   Tensor rm2 = Tensor::zeros({3}), rv2 = Tensor::full({3}, 1.0f);
   gradcheck([&](auto& in) { return nn::batch_norm2d(in[0], in[1], in[2], rm2, rv2, true); },
             {leaf({4, 3, 2, 3}, 14), leaf({3}, 15), leaf({3}, 16)}, 1e-2, 3e-2);
+  // The kernels' shapes (N, C, HW as H x W). With two values per channel dx is ~0 and its finite
+  // differences noise: that input is constant there.
+  const Shape shapes[] = {{4, 3, 5, 5}, {2, 5, 1, 1}, {1, 2, 3, 3}, {7, 16, 7, 7}};
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(shape_str(sh));
+    Tensor xs = leaf(sh, 21, -2.f, 2.f);
+    if (sh[0] * sh[2] * sh[3] <= 2) xs.set_requires_grad(false);
+    Tensor rm = Tensor::zeros({sh[1]}), rv = Tensor::full({sh[1]}, 1.0f);
+    gradcheck([&](auto& in) { return nn::batch_norm2d(in[0], in[1], in[2], rm, rv, true); },
+              {xs, leaf({sh[1]}, 22, 0.5f, 1.5f), leaf({sh[1]}, 23)}, 1e-2, 2e-2);
+  }
 }
 
 TEST(Functional, DropoutMaskScaleAndGrad) {

@@ -2,7 +2,6 @@
 // the optimizers (torch.optim semantics) and training checkpoints.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -12,6 +11,7 @@
 #include "nn/functional.h"
 #include "nn/models.h"
 #include "nn/optim.h"
+#include "tests/common/test_util.h"
 #include "tests/nn/gradcheck.h"
 
 using namespace engine;
@@ -31,10 +31,6 @@ std::unique_ptr<nn::Model> model(const std::string& name, uint64_t seed = 1,
   nn::ModelOptions o;
   o.dropout = dropout;
   return nn::make_model(name, o, g, dg);
-}
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("engine_test_" + name)).string();
 }
 
 }  // namespace
@@ -157,7 +153,8 @@ TEST(Optim, AdamMatchesTorchByHand) {
 
 TEST(Checkpoint, StateDictRoundTripAndStrictErrors) {
   auto a = model("convnet", 1), b = model("convnet", 2);
-  std::string path = temp_path("sd.safetensors");
+  engine::testing::TempDir dir;
+  std::string path = dir.file("sd.safetensors");
   nn::save_state_dict(path, *a);
   nn::load_state_dict(path, *b);
   auto sa = a->state_dict(), sb = b->state_dict();
@@ -174,7 +171,6 @@ TEST(Checkpoint, StateDictRoundTripAndStrictErrors) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("conv1.weight"), std::string::npos) << e.what();
   }
-  std::filesystem::remove(path);
 }
 
 TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
@@ -198,7 +194,8 @@ TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
   pos.dropout_offset = 123;
   pos.replica_dropout_offsets = {7, 8};
   pos.model = "linear";
-  std::string path = temp_path("train.safetensors");
+  engine::testing::TempDir dir;
+  std::string path = dir.file("train.safetensors");
   nn::save_training_checkpoint(path, *m, opt, pos);
   // The metadata keys every version of train writes and reads.
   const std::map<std::string, std::string> keys = {{"format", "pt"},
@@ -238,5 +235,4 @@ TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
   // A plain state dict is not a training checkpoint.
   nn::save_state_dict(path, *m);
   EXPECT_THROW(nn::load_training_checkpoint(path, *m2, opt2), Error);
-  std::filesystem::remove(path);
 }
