@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "kernels/cpu/optim.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/dispatch.h"
 
 namespace engine::nn {
 namespace {
@@ -21,7 +22,8 @@ Tensor find_state(const NamedTensors& state, const std::string& key, const Tenso
   return Tensor();
 }
 
-// The gradient must be where the parameter is; the step runs there (kernels/cpu or kernels/cuda).
+// The gradient must be where the parameter is; the step runs there (kernels::call picks
+// kernels/cpu or kernels/cuda).
 void check_grad(const Tensor& p, const Tensor& g, const std::string& name) {
   ENGINE_CHECK(g.device() == p.device(), "optimizer: parameter '", name, "' is on ",
                p.device().str(), ", its gradient on ", g.device().str());
@@ -48,11 +50,8 @@ void SGD::step() {
     if (first && cfg_.momentum != 0.0)
       momentum_[i] = Tensor::empty(p.shape(), DType::F32, p.device());
     float* buf = cfg_.momentum != 0.0 ? momentum_[i].data<float>() : nullptr;
-    if (p.device().is_cuda())
-      kernels::cuda::sgd_step(p.device().index, p.data<float>(), g.data<float>(), buf, p.numel(),
-                              cfg_, first);
-    else
-      kernels::cpu::sgd_step(p.data<float>(), g.data<float>(), buf, p.numel(), cfg_, first);
+    kernels::call(p.device(), kernels::cpu::sgd_step, kernels::cuda::sgd_step, p.data<float>(),
+                  g.data<float>(), buf, p.numel(), cfg_, first);
   }
   ++steps_;
 }
@@ -88,13 +87,9 @@ void Adam::step() {
       exp_avg_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
       exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
     }
-    if (p.device().is_cuda())
-      kernels::cuda::adam_step(p.device().index, p.data<float>(), g.data<float>(),
-                               exp_avg_[i].data<float>(), exp_avg_sq_[i].data<float>(), p.numel(),
-                               cfg_, steps_);
-    else
-      kernels::cpu::adam_step(p.data<float>(), g.data<float>(), exp_avg_[i].data<float>(),
-                              exp_avg_sq_[i].data<float>(), p.numel(), cfg_, steps_);
+    kernels::call(p.device(), kernels::cpu::adam_step, kernels::cuda::adam_step, p.data<float>(),
+                  g.data<float>(), exp_avg_[i].data<float>(), exp_avg_sq_[i].data<float>(),
+                  p.numel(), cfg_, steps_);
   }
 }
 

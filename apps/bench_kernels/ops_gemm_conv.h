@@ -1,6 +1,8 @@
 // apps/bench_kernels/ops_gemm_conv.h: owns the GEMM-shaped Ops: linear (kernels/cpu/linear.h)
 // and conv2d (kernels/cpu/conv2d.h), forward and both backward products, checked against ref::.
 #pragma once
+#include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "apps/bench_kernels/checks.h"
@@ -95,7 +97,10 @@ class Conv2dOp : public Op {
         dx_(s.x_count()),
         dw_(s.w_count()),
         db_(s.c_out),
-        ws_(kernels::cpu::conv2d_workspace_count(s, algo)) {}
+        ws_(kernels::cpu::conv2d_workspace_count(s, algo)) {
+    // NaN workspace: a kernel that reads workspace it did not write shows up in check().
+    std::fill_n(ws_.get(), ws_.count(), std::numeric_limits<float>::quiet_NaN());
+  }
 
   void run() override {
     namespace kc = kernels::cpu;

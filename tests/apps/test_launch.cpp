@@ -10,17 +10,19 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/common/temp_dir.h"
 
 extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
+using engine::testing::read_text;
 using Clock = std::chrono::steady_clock;
 
 const std::string kLaunch = std::string(ENGINE_BUILD_DIR) + "/apps/launch";
@@ -29,17 +31,10 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // A zombie counts as gone: it is dead and waits only for its new parent to reap it.
 bool alive(pid_t pid) {
   if (::kill(pid, 0) != 0) return false;
-  const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
   const size_t paren = stat.rfind(')');
   return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
 }
@@ -68,13 +63,7 @@ class LaunchTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kLaunch)) << kLaunch << " is missing: build the `launch` target";
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("engine_launch_" + std::string(info->name()) + "_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Starts launch with `args`, stdout and stderr to files, `env` added to the environment.
   pid_t start(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
@@ -114,8 +103,8 @@ class LaunchTest : public ::testing::Test {
     }
     r.seconds = since(started_);
     r.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-    r.out = slurp(dir_ / "out");
-    r.err = slurp(dir_ / "err");
+    r.out = read_text(dir_ / "out");
+    r.err = read_text(dir_ / "err");
     return r;
   }
 
@@ -142,7 +131,7 @@ class LaunchTest : public ::testing::Test {
       for (const auto& e : fs::directory_iterator(dir_)) {
         const std::string name = e.path().filename().string();
         if (name.rfind("pid.", 0) != 0 || name.find(".tmp") != std::string::npos) continue;
-        pids.push_back(std::stoi(slurp(e.path())));
+        pids.push_back(std::stoi(read_text(e.path())));
       }
       if (pids.size() >= n) return pids;
       if (since(t0) > timeout_s) {
@@ -163,7 +152,8 @@ class LaunchTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  engine::testing::TempDir tmp_;
+  const fs::path& dir_ = tmp_.path();
   Clock::time_point started_;
 };
 

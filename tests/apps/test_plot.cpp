@@ -1,20 +1,17 @@
 // tests/apps/test_plot.cpp: the training plot of apps/train/plot: well-formed SVG (libxml2,
 // tests/apps/xml_check.h) for typical, long, empty and odd inputs; nice axis ticks.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "apps/train/plot.h"
 #include "core/error.h"
 #include "tests/apps/xml_check.h"
+#include "tests/common/temp_dir.h"
 
 namespace {
 
@@ -82,14 +79,10 @@ TEST(TrainingPlot, NiceTicksAreRoundAndCoverTheRange) {
 }
 
 TEST(TrainingPlot, WritesTheFile) {
-  const auto path =
-      std::filesystem::temp_directory_path() / ("plot_test_" + std::to_string(getpid()) + ".svg");
-  engine::apps::write_training_plot(path.string(), {3, 2, 1}, {{3, 0.5}}, "t");
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  expect_well_formed(ss.str());
-  std::filesystem::remove(path);
+  const engine::testing::TempDir dir;
+  const std::string path = dir.file("plot.svg");
+  engine::apps::write_training_plot(path, {3, 2, 1}, {{3, 0.5}}, "t");
+  expect_well_formed(engine::testing::read_text(path));
   EXPECT_THROW(engine::apps::write_training_plot("/nonexistent/dir/p.svg", {1}, {}, "t"),
                engine::Error);
 }

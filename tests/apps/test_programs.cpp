@@ -3,42 +3,29 @@
 // on stderr, "<program>: <message>", and nothing on stdout.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
-namespace {
+#include "tests/common/temp_dir.h"
 
-namespace fs = std::filesystem;
+namespace {
 
 struct Outcome {
   int code = -1;
   std::string out, err;
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // Runs build/apps/<program> <args> with stdout and stderr captured apart.
 Outcome run_program(const std::string& program, const std::string& args) {
-  const fs::path dir = fs::temp_directory_path() / ("programs_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const engine::testing::TempDir dir;
   const std::string cmd = std::string(ENGINE_BUILD_DIR) + "/apps/" + program + " " + args + " > " +
-                          (dir / "out").string() + " 2> " + (dir / "err").string() + " < /dev/null";
+                          dir.file("out") + " 2> " + dir.file("err") + " < /dev/null";
   Outcome r;
   const int st = std::system(cmd.c_str());
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  fs::remove_all(dir);
+  r.out = engine::testing::read_text(dir.file("out"));
+  r.err = engine::testing::read_text(dir.file("err"));
   return r;
 }
 

@@ -3,15 +3,10 @@
 // its SVG and HTML are well-formed (libxml2, tests/apps/xml_check.h); --compare prints a row per
 // world size; bad flags exit 2.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
 #include <cctype>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <regex>
@@ -21,38 +16,23 @@
 #include <vector>
 
 #include "tests/apps/xml_check.h"
+#include "tests/common/run.h"
+#include "tests/common/temp_dir.h"
 
 namespace ring_demo_test {
 
 using engine::testing::check_xml;
+using engine::testing::read_text;
+using engine::testing::RunResult;
 using engine::testing::XmlCheck;
 
 namespace fs = std::filesystem;
 
 const std::string kDemo = std::string(ENGINE_BUILD_DIR) + "/apps/ring_demo";
 
-struct DemoOut {
-  int code = -1;
-  std::string out;  // stdout and stderr
-};
-
-DemoOut run(const std::string& args) {
-  DemoOut r;
-  FILE* p = popen((kDemo + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+// ring_demo <args>: its exit code, stdout and stderr.
+RunResult run(const std::string& args) {
+  return engine::testing::run(kDemo + " " + args);
 }
 
 // The "Result" section: rank -> its printed final buffer (chunk marks dropped), and the verdicts.
@@ -91,13 +71,10 @@ Final parse_final(const std::string& out) {
   return f;
 }
 
+// One folder for the suite's files, removed at exit.
 const fs::path& tmp_dir() {
-  static const fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("ring_demo_test_" + std::to_string(getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
+  static const engine::testing::TempDir d;
+  return d.path();
 }
 
 class RingDemo : public ::testing::Test {
@@ -105,7 +82,6 @@ class RingDemo : public ::testing::Test {
   static void SetUpTestSuite() {
     ASSERT_TRUE(fs::exists(kDemo)) << kDemo << " is missing: build the ring_demo target";
   }
-  static void TearDownTestSuite() { fs::remove_all(tmp_dir()); }
 };
 
 TEST_F(RingDemo, FinalBuffersEqualTheDirectSumForEveryWorldSizeAndAwkwardCounts) {
@@ -113,13 +89,13 @@ TEST_F(RingDemo, FinalBuffersEqualTheDirectSumForEveryWorldSizeAndAwkwardCounts)
     std::set<int> counts = {0, 1, W - 1, W + 1, 13};
     for (int N : counts) {
       SCOPED_TRACE("W=" + std::to_string(W) + " N=" + std::to_string(N));
-      DemoOut r = run("--world-size " + std::to_string(W) + " --count " + std::to_string(N));
-      ASSERT_EQ(r.code, 0) << r.out;
-      Final f = parse_final(r.out);
-      ASSERT_EQ(f.buffers.size(), static_cast<size_t>(W)) << r.out;
+      RunResult r = run("--world-size " + std::to_string(W) + " --count " + std::to_string(N));
+      ASSERT_EQ(r.code, 0) << r.output;
+      Final f = parse_final(r.output);
+      ASSERT_EQ(f.buffers.size(), static_cast<size_t>(W)) << r.output;
       EXPECT_EQ(f.chunk_marks, W + 1);  // W chunks: W+1 boundaries
       for (int rank = 0; rank < W; ++rank) {
-        ASSERT_EQ(f.buffers[rank].size(), static_cast<size_t>(N)) << r.out;
+        ASSERT_EQ(f.buffers[rank].size(), static_cast<size_t>(N)) << r.output;
         EXPECT_EQ(f.verdicts[rank], "OK");
         for (int i = 0; i < N; ++i) {
           double want = 0;
@@ -127,8 +103,8 @@ TEST_F(RingDemo, FinalBuffersEqualTheDirectSumForEveryWorldSizeAndAwkwardCounts)
           EXPECT_EQ(f.buffers[rank][i], want) << "rank " << rank << " element " << i;
         }
       }
-      EXPECT_NE(r.out.find("ring optimum"), std::string::npos);
-      EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
+      EXPECT_NE(r.output.find("ring optimum"), std::string::npos);
+      EXPECT_EQ(r.output.find("MISMATCH"), std::string::npos) << r.output;
     }
   }
 }
@@ -144,9 +120,9 @@ TEST_F(RingDemo, OpsAndValuesMatchTheDirectComputation) {
   for (std::string op : {"sum", "avg", "max"}) {
     for (const char* seg : {"", " --segment 2"}) {
       SCOPED_TRACE(op + seg);
-      DemoOut r = run("--world-size 3 --op " + op + " --values " + list + seg);
-      ASSERT_EQ(r.code, 0) << r.out;
-      Final f = parse_final(r.out);
+      RunResult r = run("--world-size 3 --op " + op + " --values " + list + seg);
+      ASSERT_EQ(r.code, 0) << r.output;
+      Final f = parse_final(r.output);
       ASSERT_EQ(f.buffers.size(), 3u);
       for (int rank = 0; rank < 3; ++rank)
         for (int i = 0; i < 5; ++i) {
@@ -161,28 +137,28 @@ TEST_F(RingDemo, OpsAndValuesMatchTheDirectComputation) {
 }
 
 TEST_F(RingDemo, PrintsEveryStepOfEveryRankDeterministically) {
-  DemoOut a = run("--world-size 4 --count 8"), b = run("--world-size 4 --count 8");
-  ASSERT_EQ(a.code, 0) << a.out;
-  EXPECT_EQ(a.out, b.out);  // observer events are printed in (phase, step, rank) order
+  RunResult a = run("--world-size 4 --count 8"), b = run("--world-size 4 --count 8");
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);  // observer events are printed in (phase, step, rank) order
   for (const char* want :
        {"reduce-scatter step 1 of 3", "reduce-scatter step 3 of 3", "all-gather step 3 of 3",
         "rank 0  sends c0 [0 1] -> rank 1; gets c3 [306 307] from rank 3, adds: c3 = [312 314]",
         "          | 0 1 | 2 3 | 4 5 | 312 314 |", "rank 1  48 B in 6 steps",
         "2(W-1)/W x 32 B = 48 B per rank", "All 4 ranks OK."})
-    EXPECT_NE(a.out.find(want), std::string::npos) << want << "\n" << a.out;
+    EXPECT_NE(a.output.find(want), std::string::npos) << want << "\n" << a.output;
   // Each step shows one send line per rank.
   const std::regex send_line(R"(\n  rank \d+ +sends c\d)");
-  const auto sends = std::distance(std::sregex_iterator(a.out.begin(), a.out.end(), send_line),
-                                   std::sregex_iterator());
+  const auto sends = std::distance(
+      std::sregex_iterator(a.output.begin(), a.output.end(), send_line), std::sregex_iterator());
   EXPECT_EQ(sends, 2 * 3 * 4);
   // Pipelined (several segments a chunk) still checks out.
-  DemoOut c = run("--world-size 5 --count 60 --segment 3");
-  ASSERT_EQ(c.code, 0) << c.out;
-  EXPECT_NE(c.out.find("segments a step"), std::string::npos);
+  RunResult c = run("--world-size 5 --count 60 --segment 3");
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_NE(c.output.find("segments a step"), std::string::npos);
   // Large counts: ranges instead of values, checked all the same.
-  DemoOut d = run("--world-size 3 --count 5000");
-  ASSERT_EQ(d.code, 0) << d.out;
-  EXPECT_NE(d.out.find("5000 elements, OK"), std::string::npos) << d.out;
+  RunResult d = run("--world-size 3 --count 5000");
+  ASSERT_EQ(d.code, 0) << d.output;
+  EXPECT_NE(d.output.find("5000 elements, OK"), std::string::npos) << d.output;
 }
 
 TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
@@ -190,12 +166,12 @@ TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
     SCOPED_TRACE("W=" + std::to_string(W));
     const std::string svg = (tmp_dir() / (std::to_string(W) + "_ranks.svg")).string();
     const std::string html = (tmp_dir() / (std::to_string(W) + "_ranks.html")).string();
-    DemoOut r = run("--world-size " + std::to_string(W) + " --count 9 --op avg --svg " + svg +
-                    " --html " + html);
-    ASSERT_EQ(r.code, 0) << r.out;
+    RunResult r = run("--world-size " + std::to_string(W) + " --count 9 --op avg --svg " + svg +
+                      " --html " + html);
+    ASSERT_EQ(r.code, 0) << r.output;
     const int frames = 2 * (W - 1) + 1;
 
-    const std::string s = slurp(svg);
+    const std::string s = read_text(svg);
     XmlCheck x = check_xml(s);
     ASSERT_TRUE(x.ok) << x.error;
     EXPECT_EQ(x.root, "svg");
@@ -206,7 +182,7 @@ TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
     EXPECT_EQ(n["path"], 2 * frames + 2 * (W - 1) * W);  // ... and an arrow per rank per step
     EXPECT_EQ(s.find("all-gather step") != std::string::npos, W > 1);
 
-    const std::string h = slurp(html);
+    const std::string h = read_text(html);
     // The page is written as well-formed XML (HTML5 accepts it), so parse it as such.
     x = check_xml(h);
     ASSERT_TRUE(x.ok) << x.error;
@@ -246,13 +222,13 @@ TEST(XmlCheck, RejectsWhatIsNotWellFormed) {
 TEST_F(RingDemo, CompareHasARowPerWorldSize) {
   for (const char* args : {"--compare", "--compare --bytes 1000000", "--compare --count 250000"}) {
     SCOPED_TRACE(args);
-    DemoOut r = run(args);
-    ASSERT_EQ(r.code, 0) << r.out;
+    RunResult r = run(args);
+    ASSERT_EQ(r.code, 0) << r.output;
     for (const char* want :
          {"alpha", "beta", "2(W-1) (alpha + B/(W beta))", "reduce+broadcast", "all-to-all"})
-      EXPECT_NE(r.out.find(want), std::string::npos) << want;
+      EXPECT_NE(r.output.find(want), std::string::npos) << want;
     std::set<int> rows;
-    std::istringstream in(r.out);
+    std::istringstream in(r.output);
     std::string line;
     while (std::getline(in, line)) {
       int w = 0;
@@ -262,10 +238,10 @@ TEST_F(RingDemo, CompareHasARowPerWorldSize) {
     }
     std::set<int> want;
     for (int w = 2; w <= 16; ++w) want.insert(w);
-    EXPECT_EQ(rows, want) << r.out;
+    EXPECT_EQ(rows, want) << r.output;
   }
-  DemoOut r = run("--compare --bytes 1000000");
-  EXPECT_NE(r.out.find("1.000 MB"), std::string::npos) << r.out;
+  RunResult r = run("--compare --bytes 1000000");
+  EXPECT_NE(r.output.find("1.000 MB"), std::string::npos) << r.output;
 }
 
 TEST_F(RingDemo, BadFlagsGiveAClearErrorAndStatus2) {
@@ -281,15 +257,15 @@ TEST_F(RingDemo, BadFlagsGiveAClearErrorAndStatus2) {
                {"--world-size 2 --values 1,x", "--values"},
                {"--no-such-flag", "no-such-flag"}};
   for (const Case& c : cases) {
-    DemoOut r = run(c.args);
-    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
-    EXPECT_NE(r.out.find(c.names), std::string::npos) << c.args << "\n" << r.out;
+    RunResult r = run(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.names), std::string::npos) << c.args << "\n" << r.output;
   }
-  DemoOut h = run("--help");
+  RunResult h = run("--help");
   EXPECT_EQ(h.code, 0);
   for (const char* f : {"--world-size", "--count", "--op", "--segment", "--svg", "--html",
                         "--values", "--compare", "--bytes", "Reduce-scatter", "All-gather"})
-    EXPECT_NE(h.out.find(f), std::string::npos) << f;
+    EXPECT_NE(h.output.find(f), std::string::npos) << f;
 }
 
 }  // namespace ring_demo_test

@@ -146,15 +146,7 @@ TEST_F(TrainTest, ResumeEqualsAnUninterruptedRunBitForBit) {
   // simplecnn with dropout on, so the RNG state must be restored too; the break falls mid-epoch.
   std::string common =
       kTrain + " --model simplecnn --threads 2 --epochs 2 --batch-size 64 " + "--data-dir " + data_;
-  RunResult a = run(common + " --steps 11 --save " + path("a.safetensors"));
-  ASSERT_EQ(a.code, 0) << a.output;
-  RunResult b1 = run(common + " --steps 5 --checkpoint " + path("c.safetensors"));
-  ASSERT_EQ(b1.code, 0) << b1.output;
-  RunResult b2 = run(common + " --steps 11 --resume " + path("c.safetensors") + " --save " +
-                     path("b.safetensors"));
-  ASSERT_EQ(b2.code, 0) << b2.output;
-  EXPECT_NE(b2.output.find("Resumed"), std::string::npos);
-  expect_same_bits(path("a.safetensors"), path("b.safetensors"));
+  expect_resume_bit_for_bit(common, dir_);
 }
 
 TEST_F(TrainTest, InitFromAndSaveRoundTrip) {

@@ -1,14 +1,12 @@
-// tests/apps/train_fixture.h: a small learnable MNIST-format dataset written as IDX files, and a
-// way to run the built programs and read back what they wrote.
+// tests/apps/train_fixture.h: a small learnable MNIST-format dataset written as IDX files, a
+// folder per test that holds it, and ways to compare the checkpoints the programs wrote (the
+// programs run through tests/common/run.h).
 #pragma once
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -16,6 +14,8 @@
 #include "core/rng.h"
 #include "data/idx.h"
 #include "io/safetensors.h"
+#include "tests/common/run.h"
+#include "tests/common/temp_dir.h"
 
 namespace engine::testing {
 
@@ -47,44 +47,21 @@ inline void write_dataset(const std::string& dir, int64_t n_train, int64_t n_tes
   make("t10k", n_test, false);
 }
 
-struct RunResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs a shell command line; returns its exit code and output.
-inline RunResult run(const std::string& cmd) {
-  RunResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-// A temporary folder per test, removed afterwards.
+// A temporary folder per test, removed afterwards, holding the dataset in data/.
 class TrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("engine_train_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     data_ = (dir_ / "data").string();
     write_dataset(data_, 512, 200);
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return tmp_.file(name); }
   // A port for this test's rendezvous, different across tests and concurrent test processes.
   static int port() {
     static int next = 0;
     return 20000 + (getpid() * 7 + next++ * 13) % 20000;
   }
-  fs::path dir_;
+  TempDir tmp_;
+  const fs::path& dir_ = tmp_.path();
   std::string data_;
 };
 
@@ -127,6 +104,21 @@ inline void expect_same_bits(const std::string& a, const std::string& b) {
     ASSERT_TRUE(o) << e.name;
     EXPECT_TRUE(e.bytes == o->bytes) << e.name << " differs";
   }
+}
+
+// `common` (a train command line) run to step 11 in one go, and to step 5 with a checkpoint then
+// resumed to step 11: the same weights, bit for bit. Files go to dir.
+inline void expect_resume_bit_for_bit(const std::string& common, const fs::path& dir) {
+  auto path = [&](const std::string& name) { return (dir / name).string(); };
+  RunResult a = run(common + " --steps 11 --save " + path("a.safetensors"));
+  ASSERT_EQ(a.code, 0) << a.output;
+  RunResult b1 = run(common + " --steps 5 --checkpoint " + path("c.safetensors"));
+  ASSERT_EQ(b1.code, 0) << b1.output;
+  RunResult b2 = run(common + " --steps 11 --resume " + path("c.safetensors") + " --save " +
+                     path("b.safetensors"));
+  ASSERT_EQ(b2.code, 0) << b2.output;
+  EXPECT_NE(b2.output.find("Resumed"), std::string::npos) << b2.output;
+  expect_same_bits(path("a.safetensors"), path("b.safetensors"));
 }
 
 }  // namespace engine::testing

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -46,6 +47,33 @@ inline int64_t ival(int rank, size_t i) {
   return static_cast<int64_t>(i) * 16 + rank;
 }
 
+// Waits for every child in `pids`; returns each one's exit code (or 128 + signal). Children still
+// running after timeout_s are killed (and reported as 128 + SIGKILL).
+inline std::vector<int> wait_children(const std::vector<pid_t>& pids, int timeout_s) {
+  const int world = static_cast<int>(pids.size());
+  std::vector<int> codes(world, -1);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  int left = world;
+  while (left > 0) {
+    for (int r = 0; r < world; ++r) {
+      if (codes[r] != -1) continue;
+      int st = 0;
+      pid_t got = waitpid(pids[r], &st, WNOHANG);
+      if (got == pids[r]) {
+        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < world; ++r)
+        if (codes[r] == -1) kill(pids[r], SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return codes;
+}
+
 // Forked ranks: fn(rank) runs in a child that exits 0 on success, 1 with the message on stderr on
 // an exception. Returns each child's exit code (or 128 + signal). Children still running at the
 // deadline are killed (and reported as 128 + SIGKILL).
@@ -69,27 +97,7 @@ inline std::vector<int> run_processes(int world, const std::function<void(int)>&
     }
     pids.push_back(pid);
   }
-  std::vector<int> codes(world, -1);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  int left = world;
-  while (left > 0) {
-    for (int r = 0; r < world; ++r) {
-      if (codes[r] != -1) continue;
-      int st = 0;
-      pid_t got = waitpid(pids[r], &st, WNOHANG);
-      if (got == pids[r]) {
-        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        --left;
-      }
-    }
-    if (left == 0) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (int r = 0; r < world; ++r)
-        if (codes[r] == -1) kill(pids[r], SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return codes;
+  return wait_children(pids, timeout_s);
 }
 
 // A port that was free a moment ago.

@@ -4,7 +4,6 @@
 // no CUDA device answers; with one, the same clean checks on GPU buffers through the ring (staged
 // and CUDA IPC) and NCCL. Skipped when the program is not built.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,8 @@
 #include "comm/cuda_ipc_ring.h"
 #include "core/device.h"
 #include "io/json.h"
+#include "tests/common/run.h"
+#include "tests/common/temp_dir.h"
 
 namespace {
 
@@ -30,17 +31,14 @@ struct BenchRun {
 
 BenchRun run_bench(const std::string& args, const std::string& tag) {
   BenchRun r;
-  const std::string json = ::testing::TempDir() + "allreduce_bench_" + tag + ".jsonl";
-  const std::string cmd = kBench + " " + args + " --json " + json + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) r.out += buf;
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  const engine::testing::TempDir dir;
+  const std::string json = dir.file("allreduce_bench_" + tag + ".jsonl");
+  const engine::testing::RunResult run =
+      engine::testing::run(kBench + " " + args + " --json " + json);
+  r.code = run.code;
+  r.out = run.output;
   std::ifstream f(json);
   for (std::string line; std::getline(f, line);) r.json.push_back(engine::parse_json(line, json));
-  std::remove(json.c_str());
   return r;
 }
 

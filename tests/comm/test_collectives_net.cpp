@@ -8,6 +8,7 @@
 #include "comm/mem_store.h"
 #include "comm/rendezvous.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/common/temp_dir.h"
 
 namespace engine::comm {
 namespace {
@@ -150,12 +151,10 @@ TEST(InitMethods, TcpInitMethodAsThreads) {
 
 TEST(InitMethods, FileInitMethodAsThreads) {
   const int W = 2;
-  auto dir =
-      std::filesystem::temp_directory_path() / ("engine_file_store_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
+  const engine::testing::TempDir dir;
   expect_no_errors(run_threads(W, [&](int r) {
     InitOptions o;
-    o.init_method = "file://" + dir.string();
+    o.init_method = "file://" + dir.path().string();
     o.rank = r;
     o.world_size = W;
     o.connect.timeout = Millis(10000);
@@ -165,7 +164,6 @@ TEST(InitMethods, FileInitMethodAsThreads) {
     c->all_reduce(&v, 1, DType::I64, ReduceOp::MAX);
     EXPECT_EQ(v, 11);
   }));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(InitMethods, EnvInitMethodReadsTorchrunVariables) {

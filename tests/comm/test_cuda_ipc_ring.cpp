@@ -32,6 +32,7 @@
 #include "core/cuda_backend.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/common/temp_dir.h"
 
 namespace engine::comm {
 namespace {
@@ -448,11 +449,8 @@ void run_ranks(int W, int timeout_s,
     std::fflush(stderr);
     std::_Exit(code);
   }
-  static std::atomic<int> runs{0};
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("engine_ipc_ring_" + std::to_string(getpid()) + "_" + std::to_string(runs++));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const engine::testing::TempDir tmp;
+  const std::filesystem::path& dir = tmp.path();
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter =
       std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
@@ -476,22 +474,7 @@ void run_ranks(int W, int timeout_s,
     }
     pids.push_back(pid);
   }
-  std::vector<int> codes(W, -1);
-  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-  for (int left = W; left > 0;) {
-    for (int r = 0; r < W; ++r) {
-      int st = 0;
-      if (codes[r] == -1 && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
-        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        --left;
-      }
-    }
-    if (left > 0 && Clock::now() > deadline)
-      for (int r = 0; r < W; ++r)
-        if (codes[r] == -1) kill(pids[r], SIGKILL);
-    std::this_thread::sleep_for(Millis(2));
-  }
-  std::filesystem::remove_all(dir);
+  const std::vector<int> codes = testing::wait_children(pids, timeout_s);
   for (int r = 0; r < W; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << " (its error is above)";
 }
 

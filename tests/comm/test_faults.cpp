@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <atomic>
+
 #include "comm/mem_store.h"
 #include "comm/mem_transport.h"
 #include "comm/rendezvous.h"
@@ -156,6 +158,7 @@ TEST(Faults, StrangerOnADataPortIsRefusedAndTheJobGoesOn) {
   ConnectOptions o;
   o.timeout = Millis(10000);
   o.transport = TransportKind::Tcp;
+  std::atomic<int> connected{0};
   ::testing::internal::CaptureStderr();
   auto errs = run_threads(3, [&](int r) {
     if (r == 2) {
@@ -171,13 +174,23 @@ TEST(Faults, StrangerOnADataPortIsRefusedAndTheJobGoesOn) {
       std::string junk(64, 'x');
       send_all(s, junk.data(), junk.size(), Deadline::after(Millis(1000)), "rank 0");
       Socket silent = connect_tcp(addr, std::stoi(port), Deadline::after(Millis(2000)), "s2");
-      std::this_thread::sleep_for(Millis(100));
+      // Rank 0 closes the junk connection when it refuses it: then rank 1 may come in.
+      char byte;
+      try {
+        recv_all(s, &byte, 1, Deadline::after(Millis(5000)), "rank 0");
+        ADD_FAILURE() << "rank 0 answered the junk";
+      } catch (const Error&) {
+      }
       store->set("go", "1");
-      std::this_thread::sleep_for(Millis(300));
+      // The silent connection stays open until ranks 0 and 1 are connected.
+      const auto deadline = Clock::now() + Millis(10000);
+      while (connected.load() < 2 && Clock::now() < deadline)
+        std::this_thread::sleep_for(Millis(2));
       return;
     }
     if (r == 1) store->get("go");
     auto c = connect_communicator(store, r, 2, o);
+    ++connected;
     float v = static_cast<float>(r + 1);
     c->all_reduce(&v, 1, DType::F32);
     EXPECT_EQ(v, 3.0f);

@@ -12,6 +12,7 @@
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/common/temp_dir.h"
 
 namespace engine::comm {
 namespace {
@@ -51,11 +52,9 @@ TEST(Store, Mem) {
 }
 
 TEST(Store, File) {
-  auto dir = std::filesystem::temp_directory_path() / ("engine_fs_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  FileStore a(dir.string()), b(dir.string());
+  const engine::testing::TempDir dir;
+  FileStore a(dir.path().string()), b(dir.path().string());
   exercise(a, b);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Store, Tcp) {

@@ -1,20 +1,21 @@
 // tests/common/test_util.h: the helpers the tests share: reproducible random data, the error
-// norm comparisons use, a temporary folder, and the CUDA device the device tests run on.
-// Header-only; needs only core (every test binary links it).
+// norm comparisons use, a temporary folder (temp_dir.h), expect_error (expect_error.h), and the
+// CUDA device the device tests run on. Header-only; needs only core (tests/io, below core,
+// include temp_dir.h and expect_error.h alone).
 #pragma once
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "tests/common/expect_error.h"
+#include "tests/common/temp_dir.h"
 
 namespace engine::testing {
 
@@ -63,27 +64,6 @@ inline double dot(const Tensor& a, const Tensor& b) {
   for (size_t i = 0; i < x.size() && i < y.size(); ++i) s += static_cast<double>(x[i]) * y[i];
   return s;
 }
-
-// A fresh folder under the system's temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "engine_test_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed for " << tmpl;
-    dir_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return dir_; }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
- private:
-  std::filesystem::path dir_;
-};
 
 // The CUDA device the device tests (tests/kernels/test_cuda_kernels.cpp,
 // tests/nn/test_device_ops.cpp) run on: cuda:0 under gtest, --device's under gpu_selftest.

@@ -1,14 +1,13 @@
 // Tests data/idx.h: raw and gzipped IDX files written to a temp dir, and every kind of bad file.
-#include "data/idx.h"
-
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "data/idx.h"
+#include "tests/common/test_util.h"
 
 namespace engine::data {
 namespace {
@@ -17,14 +16,7 @@ namespace fs = std::filesystem;
 
 class IdxTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("engine_idx_test_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
   void write_bytes(const std::string& p, const std::vector<uint8_t>& bytes) {
     std::ofstream(p, std::ios::binary)
         .write(reinterpret_cast<const char*>(bytes.data()),
@@ -36,16 +28,11 @@ class IdxTest : public ::testing::Test {
   }
   // Expects read_idx(p) to throw an Error whose message holds p and every one of `parts`.
   void expect_error(const std::string& p, std::initializer_list<std::string> parts) {
-    try {
-      read_idx(p);
-      ADD_FAILURE() << p << ": no error";
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find(p), std::string::npos) << "no path in: " << m;
-      for (const auto& part : parts) EXPECT_NE(m.find(part), std::string::npos) << m;
-    }
+    std::vector<std::string> all(parts);
+    all.push_back(p);
+    testing::expect_error([&] { read_idx(p); }, all);
   }
-  fs::path dir_;
+  testing::TempDir dir_;
 };
 
 std::vector<uint8_t> ramp(size_t n) {

@@ -1,13 +1,12 @@
 // Tests data/mnist.h: a small MNIST-format folder in a temp dir, and each way it can be wrong.
-#include "data/mnist.h"
-
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
 #include "core/error.h"
 #include "data/idx.h"
+#include "data/mnist.h"
+#include "tests/common/test_util.h"
 
 namespace engine::data {
 namespace {
@@ -16,15 +15,8 @@ namespace fs = std::filesystem;
 
 class MnistTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("engine_mnist_test_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string folder() const { return dir_.string(); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string folder() const { return dir_.path().string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
 
   // n images of rows x cols (pixel j of image i = i * 3 + j) and n labels i % 10.
   void write_split(const std::string& prefix, int64_t n, int64_t rows, int64_t cols, bool gz) {
@@ -39,15 +31,9 @@ class MnistTest : public ::testing::Test {
   }
 
   void expect_error(const std::string& prefix, std::initializer_list<std::string> parts) {
-    try {
-      load_mnist_split(folder(), prefix);
-      ADD_FAILURE() << "no error";
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      for (const auto& part : parts) EXPECT_NE(m.find(part), std::string::npos) << m;
-    }
+    testing::expect_error([&] { load_mnist_split(folder(), prefix); }, parts);
   }
-  fs::path dir_;
+  testing::TempDir dir_;
 };
 
 TEST_F(MnistTest, LoadsRawAndGzipSplits) {
@@ -88,12 +74,8 @@ TEST_F(MnistTest, MissingFileNamesFolderAndFile) {
   write_split("train", 5, 2, 2, true);
   fs::remove(path("train-labels-idx1-ubyte.gz"));
   expect_error("train", {folder(), "train-labels-idx1-ubyte", "train-labels-idx1-ubyte.gz"});
-  try {
-    load_mnist(folder());  // t10k is missing too; whichever is reported names its file
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("missing MNIST file"), std::string::npos) << e.what();
-  }
+  // t10k is missing too; whichever is reported names its file.
+  testing::expect_error([&] { load_mnist(folder()); }, {"missing MNIST file"});
 }
 
 TEST_F(MnistTest, CountMismatchNamesBothFiles) {

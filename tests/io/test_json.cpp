@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "io/json.h"
-#include "tests/io/expect_error.h"
+#include "tests/common/expect_error.h"
 
 namespace engine {
 namespace {
+
+using testing::expect_error;
 
 Json parse(std::string_view text) {
   return parse_json(text, "f.json");

@@ -14,22 +14,18 @@
 
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "tests/io/expect_error.h"
+#include "tests/common/expect_error.h"
+#include "tests/common/temp_dir.h"
 
 namespace engine {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_error;
 
 class SafetensorsFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "engine_st_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return tmp_.file(name); }
   // Names in the directory that look like our temporary files.
   std::vector<std::string> temp_files() const {
     std::vector<std::string> out;
@@ -38,7 +34,8 @@ class SafetensorsFiles : public ::testing::Test {
         out.push_back(e.path().filename().string());
     return out;
   }
-  fs::path dir_;
+  testing::TempDir tmp_;
+  const fs::path& dir_ = tmp_.path();
 };
 
 // A file image from a raw header text and buffer, for the malformed cases.
@@ -140,14 +137,7 @@ TEST(Safetensors, RejectsMalformedFiles) {
   auto bad = [](const std::string& file, std::initializer_list<std::string> parts) {
     std::vector<std::string> all(parts);
     all.push_back("'bad.st'");
-    try {
-      decode_safetensors(file, "bad.st");
-      ADD_FAILURE() << "no error; expected '" << all[0] << "'";
-    } catch (const Error& e) {
-      for (const std::string& p : all)
-        EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-            << "message '" << e.what() << "' lacks '" << p << "'";
-    }
+    expect_error([&] { decode_safetensors(file, "bad.st"); }, all);
   };
   auto rec = [](const std::string& name, const std::string& body) {
     return "\"" + name + "\":{" + body + "}";

@@ -5,7 +5,6 @@
 // answers; and the program itself with --device cuda: exit code 2 and one line without a device,
 // a small run whose checks pass with one.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -21,6 +20,7 @@
 #include "apps/bench_kernels/ops_optim.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
+#include "tests/common/run.h"
 
 namespace engine::bench {
 namespace {
@@ -73,16 +73,28 @@ TEST(BenchChecks, WorstOfPicksTheFurthestOutside) {
   EXPECT_EQ(worst_of({a, c}).what, "a");
 }
 
+// The one place the CPU kernels meet kernels/cpu/reference.h at these shapes (the kernel tests
+// check what the Ops do not: bias gradients, beta, determinism, edge values).
 TEST(BenchChecks, LinearAtModelShapes) {
-  const int64_t sites[][2] = {{3136, 128}, {128, 10}, {1568, 10}, {320, 50}, {50, 10}, {784, 10}};
+  // (n, in, out): the models' linear layers at batch 3, then awkward sizes.
+  const int64_t sites[][3] = {{3, 3136, 128}, {3, 128, 10}, {3, 1568, 10}, {3, 320, 50},
+                              {3, 50, 10},    {3, 784, 10}, {1, 1, 1},     {3, 5, 7},
+                              {64, 320, 50},  {17, 50, 10}, {5, 9, 300}};
   at_thread_counts([&](const std::string& t) {
-    for (auto& io : sites)
+    for (auto& s : sites)
       for (Pass p : kPasses) {
-        LinearOp op(p, {3, io[0], io[1]});
-        expect_ok(op, t + " linear " + std::to_string(io[0]) + "->" + std::to_string(io[1]) + " " +
-                          pass_name(p));
+        LinearOp op(p, {s[0], s[1], s[2]});
+        expect_ok(op, t + " linear " + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "->" +
+                          std::to_string(s[2]) + " " + pass_name(p));
       }
   });
+}
+
+// "x (n,c,h,w) k kh x kw s stride p pad -> c_out"
+std::string conv_name(const kernels::Conv2dShape& s) {
+  auto i = [](int64_t v) { return std::to_string(v); };
+  return "x (" + i(s.n) + "," + i(s.c_in) + "," + i(s.h) + "," + i(s.w) + ") k " + i(s.kh) + "x" +
+         i(s.kw) + " s" + i(s.stride) + " p" + i(s.pad) + " -> " + i(s.c_out);
 }
 
 kernels::cpu::ConvPass conv_pass(Pass p) {
@@ -99,53 +111,86 @@ kernels::cpu::ConvPass conv_pass(Pass p) {
 
 TEST(BenchChecks, Conv2dAtModelShapes) {
   using kernels::cpu::ConvAlgo;
-  // (c_in, h, w, c_out, k, stride, pad): the six conv layers of the models, and a strided one.
-  const int64_t sites[][7] = {{1, 28, 28, 32, 3, 1, 1}, {32, 14, 14, 64, 3, 1, 1},
-                              {1, 28, 28, 16, 5, 1, 2}, {16, 14, 14, 32, 5, 1, 2},
-                              {1, 28, 28, 10, 5, 1, 0}, {10, 12, 12, 20, 5, 1, 0},
-                              {3, 11, 9, 5, 3, 2, 1}};
+  // n, c_in, h, w, c_out, kh, kw, stride, pad: the six conv layers of the models at batch 2, a
+  // strided one, then awkward shapes.
+  const kernels::Conv2dShape sites[] = {
+      {2, 1, 28, 28, 32, 3, 3, 1, 1},  {2, 32, 14, 14, 64, 3, 3, 1, 1},
+      {2, 1, 28, 28, 16, 5, 5, 1, 2},  {2, 16, 14, 14, 32, 5, 5, 1, 2},
+      {2, 1, 28, 28, 10, 5, 5, 1, 0},  {2, 10, 12, 12, 20, 5, 5, 1, 0},
+      {2, 3, 11, 9, 5, 3, 3, 2, 1},    {2, 3, 7, 9, 5, 3, 3, 1, 1},  // odd sizes
+      {3, 2, 11, 6, 17, 3, 3, 1, 0},  // 17 outputs: channel vectors padded
+      {2, 4, 9, 9, 6, 5, 5, 1, 2},     {1, 1, 28, 28, 8, 5, 5, 1, 0},  // one input channel
+      {2, 5, 8, 10, 33, 1, 1, 1, 0},                                   // 1x1
+      {2, 3, 10, 9, 4, 2, 2, 1, 1},                                    // even kernel
+      {2, 3, 9, 11, 4, 3, 5, 1, 2},     // rectangular kernel, pad > kh-1
+      {2, 3, 9, 9, 5, 3, 3, 2, 1},      // stride 2
+      {2, 2, 10, 7, 3, 4, 2, 3, 0},     // stride 3
+      {3, 10, 12, 12, 20, 5, 5, 1, 0},  // net.conv2 at batch 3
+      {1, 7, 5, 40, 3, 3, 3, 1, 1},     // rows wider than 32
+      {2, 2, 3, 3, 3, 3, 3, 1, 2},      // output larger than input
+      {0, 3, 5, 5, 4, 3, 3, 1, 1},      // empty batch
+  };
   const std::pair<ConvAlgo, const char*> algos[] = {{ConvAlgo::kAuto, "auto"},
                                                     {ConvAlgo::kFlat, "flat"},
                                                     {ConvAlgo::kChannelVector, "channel-vector"},
                                                     {ConvAlgo::kIm2col, "im2col"}};
   at_thread_counts([&](const std::string& t) {
-    for (auto& c : sites)
+    for (const kernels::Conv2dShape& s : sites)
       for (auto& [algo, algo_name] : algos)
         for (Pass p : kPasses) {
-          kernels::Conv2dShape s{2, c[0], c[1], c[2], c[3], c[4], c[4], c[5], c[6]};
           if (!kernels::cpu::conv2d_algo_supported(s, algo, conv_pass(p))) continue;
           Conv2dOp op(p, s, algo);
-          expect_ok(op, t + " conv " + std::to_string(c[0]) + "->" + std::to_string(c[3]) + " k" +
-                            std::to_string(c[4]) + " s" + std::to_string(c[5]) + " " + algo_name +
-                            " " + pass_name(p));
+          expect_ok(op, t + " conv " + conv_name(s) + " " + algo_name + " " + pass_name(p));
         }
   });
+}
+
+// n, c, h, w, k, stride: the models' pools, then odd sizes, overlapping windows (k > stride),
+// k = stride = 3, a 1x1 input, a large batch.
+const kernels::Pool2dShape kPools[] = {
+    {2, 32, 28, 28, 2, 2}, {2, 10, 24, 24, 2, 2}, {3, 3, 7, 9, 2, 2}, {3, 2, 7, 9, 2, 2},
+    {2, 3, 8, 8, 2, 2},    {2, 2, 9, 7, 3, 2},    {1, 4, 5, 5, 3, 1}, {2, 1, 6, 11, 3, 3},
+    {1, 1, 1, 1, 1, 1},    {64, 32, 28, 28, 2, 2}};
+
+std::string pool_name(const kernels::Pool2dShape& s) {
+  return std::to_string(s.h) + "x" + std::to_string(s.w) + " k" + std::to_string(s.k) + " s" +
+         std::to_string(s.stride);
 }
 
 TEST(BenchChecks, LayersAtModelShapes) {
   at_thread_counts([&](const std::string& t) {
     for (bool bwd : {false, true}) {
       const std::string dir = bwd ? " bwd" : " fwd";
-      for (auto& s :
-           {kernels::Pool2dShape{2, 32, 28, 28, 2, 2}, kernels::Pool2dShape{2, 10, 24, 24, 2, 2},
-            kernels::Pool2dShape{3, 3, 7, 9, 2, 2}}) {
+      for (const kernels::Pool2dShape& s : kPools) {
         MaxPool2dOp op(bwd, s);
-        expect_ok(op, t + " max_pool2d" + dir);
+        expect_ok(op, t + " max_pool2d " + pool_name(s) + dir);
       }
-      for (int64_t n : {1, 15, 2 * 32 * 14 * 14 + 3}) {
+      for (int64_t n : {1, 15, 2 * 32 * 14 * 14 + 3, 100003}) {
         ReluOp op(bwd, n);
         expect_ok(op, t + " relu " + std::to_string(n) + dir);
       }
-      for (auto& s : {kernels::BatchNormShape{2, 16, 784}, kernels::BatchNormShape{3, 32, 196}}) {
+      // (n, c, hw): the models' batch norms, then awkward ones (one value per plane, one image).
+      for (auto& s : {kernels::BatchNormShape{2, 16, 784}, kernels::BatchNormShape{3, 32, 196},
+                      kernels::BatchNormShape{4, 3, 25}, kernels::BatchNormShape{2, 5, 1},
+                      kernels::BatchNormShape{1, 2, 9}, kernels::BatchNormShape{7, 16, 49}}) {
         BatchNormTrainOp op(bwd, s);
-        expect_ok(op, t + " batch_norm_train" + dir);
+        expect_ok(op, t + " batch_norm_train " + std::to_string(s.n) + "x" + std::to_string(s.c) +
+                          "x" + std::to_string(s.hw) + dir);
       }
-      LogSoftmaxNllOp loss(bwd, 5, 10);
-      expect_ok(loss, t + " log_softmax_nll" + dir);
-      DropoutOp drop(bwd, 1, 2 * 3136 + 1, 0.25f, false);
-      expect_ok(drop, t + " dropout" + dir);
-      DropoutOp drop2d(bwd, 2 * 20, 64, 0.5f, true);
+      for (auto [n, c] :
+           {std::pair<int64_t, int64_t>{5, 10}, {1, 1}, {64, 10}, {3, 1001}, {37, 10}}) {
+        LogSoftmaxNllOp loss(bwd, n, c);
+        expect_ok(loss,
+                  t + " log_softmax_nll " + std::to_string(n) + "x" + std::to_string(c) + dir);
+      }
+      for (float p : {0.f, 0.25f, 0.5f, 0.9f, 1.f}) {
+        DropoutOp drop(bwd, 1, 2 * 3136 + 1, p, false), odd(bwd, 1, 10007, p, false);
+        expect_ok(drop, t + " dropout p " + std::to_string(p) + dir);
+        expect_ok(odd, t + " dropout 10007 p " + std::to_string(p) + dir);
+      }
+      DropoutOp drop2d(bwd, 2 * 20, 64, 0.5f, true), planes7x7(bwd, 2 * 64, 49, 0.5f, true);
       expect_ok(drop2d, t + " dropout2d" + dir);
+      expect_ok(planes7x7, t + " dropout2d 7x7" + dir);
     }
   });
 }
@@ -247,38 +292,28 @@ TEST(BenchChecksCudaTolerances, LooserThanTheCpusButFarBelowABug) {
 
 const std::string kBenchKernels = std::string(ENGINE_BUILD_DIR) + "/apps/bench_kernels";
 
-struct ProgramRun {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-ProgramRun run_bench_kernels(const std::string& args) {
-  ProgramRun r;
-  FILE* p = popen((kBenchKernels + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) r.out += buf;
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return r;
+// bench_kernels <args>: its exit code, stdout and stderr.
+testing::RunResult run_bench_kernels(const std::string& args) {
+  return testing::run(kBenchKernels + " " + args);
 }
 
 TEST(BenchKernelsDevice, CudaWithoutADeviceExitsTwoWithOneLine) {
   if (access(kBenchKernels.c_str(), X_OK) != 0) GTEST_SKIP() << kBenchKernels << " is not built";
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device answers here";
   for (const char* flag : {"--device cuda", "--device=cuda", "--device cuda:0"}) {
-    ProgramRun r = run_bench_kernels(std::string(flag) + " --benchmark_filter=relu");
-    EXPECT_EQ(r.code, 2) << flag << ":\n" << r.out;
-    EXPECT_EQ(r.out.rfind("bench_kernels: no CUDA device: ", 0), 0u) << flag << ":\n" << r.out;
-    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "not one line:\n" << r.out;
+    testing::RunResult r = run_bench_kernels(std::string(flag) + " --benchmark_filter=relu");
+    EXPECT_EQ(r.code, 2) << flag << ":\n" << r.output;
+    EXPECT_EQ(r.output.rfind("bench_kernels: no CUDA device: ", 0), 0u) << flag << ":\n"
+                                                                        << r.output;
+    EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "not one line:\n" << r.output;
   }
 }
 
 TEST(BenchKernelsDevice, BadDeviceIsAnError) {
   if (access(kBenchKernels.c_str(), X_OK) != 0) GTEST_SKIP() << kBenchKernels << " is not built";
-  ProgramRun r = run_bench_kernels("--device tpu --benchmark_filter=relu");
+  testing::RunResult r = run_bench_kernels("--device tpu --benchmark_filter=relu");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("tpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("tpu"), std::string::npos) << r.output;
 }
 
 TEST(BenchKernelsDevice, SmallCudaRunPassesItsChecks) {
@@ -289,15 +324,15 @@ TEST(BenchKernelsDevice, SmallCudaRunPassesItsChecks) {
       "^(linear/net.fc1|conv2d/net.conv2|max_pool2d/net.pool2|relu/net.relu2|"
       "batch_norm2d_train/convnet.layer2.1|log_softmax_nll/all|dropout2d/net.conv2_drop|"
       "dropout/net.dropout|sgd_step/net|adam_step/net|reduce_into_sum/kernels/4KB)(/|$)";
-  ProgramRun r = run_bench_kernels("--device cuda '--benchmark_filter=" + filter +
-                                   "' --benchmark_min_time=0.01 --benchmark_format=json");
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("\"error_occurred\": true"), std::string::npos) << r.out;
+  testing::RunResult r = run_bench_kernels("--device cuda '--benchmark_filter=" + filter +
+                                           "' --benchmark_min_time=0.01 --benchmark_format=json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("\"error_occurred\": true"), std::string::npos) << r.output;
   for (const char* want : {"ceiling_compute", "ceiling_memory", "CUBLAS_DEFAULT_MATH",
                            "\"linear/net.fc1/fwd/b64", "\"conv2d/net.conv2/bwd_weight/b64",
                            "\"adam_step/net/all_params", "\"check_err\"", "\"pct_of_ceiling\""})
-    EXPECT_NE(r.out.find(want), std::string::npos) << want << " missing:\n" << r.out;
+    EXPECT_NE(r.output.find(want), std::string::npos) << want << " missing:\n" << r.output;
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
-// tests/kernels/batchnorm_test.cpp: batch norm train/eval forward and backward against the
-// reference, running statistics, affine off, error on one value. Finite differences:
+// tests/kernels/test_batchnorm.cpp: batch norm eval forward against the reference, running
+// statistics, affine off, error on one value. Train forward and backward against the reference
+// (the models' and awkward shapes): tests/kernels/test_bench_checks.cpp. Finite differences:
 // tests/nn/test_functional.cpp.
-#include "kernels/cpu/batchnorm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/reference.h"
 #include "tests/common/test_util.h"
 
@@ -19,28 +19,6 @@ using engine::testing::filled;
 
 int64_t count(const BatchNormShape& s) {
   return s.n * s.c * s.hw;
-}
-
-const BatchNormShape kShapes[] = {{4, 3, 25}, {2, 5, 1}, {1, 2, 9}, {7, 16, 49}};
-
-TEST(BatchNorm, TrainForwardMatchesReference) {
-  for (const BatchNormShape& s : kShapes) {
-    auto x = filled(count(s), 1, -2.f, 3.f), gamma = filled(s.c, 2), beta = filled(s.c, 3);
-    auto rm = filled(s.c, 4), rv = filled(s.c, 5, 0.5f, 2.f);
-    auto rm_ref = rm, rv_ref = rv;
-    std::vector<float> y(count(s)), y_ref(count(s)), mean(s.c), invstd(s.c), mean_ref(s.c),
-        invstd_ref(s.c);
-    cpu::batch_norm_train_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(),
-                                  invstd.data(), rm.data(), rv.data(), s, 0.1f, 1e-5f);
-    ref::batch_norm_train_forward(x.data(), gamma.data(), beta.data(), y_ref.data(),
-                                  mean_ref.data(), invstd_ref.data(), rm_ref.data(), rv_ref.data(),
-                                  s, 0.1f, 1e-5f);
-    EXPECT_LT(ref::max_rel_error(y.data(), y_ref.data(), count(s)), 1e-5);
-    EXPECT_LT(ref::max_rel_error(mean.data(), mean_ref.data(), s.c), 1e-6);
-    EXPECT_LT(ref::max_rel_error(invstd.data(), invstd_ref.data(), s.c), 1e-6);
-    EXPECT_LT(ref::max_rel_error(rm.data(), rm_ref.data(), s.c), 1e-6);
-    EXPECT_LT(ref::max_rel_error(rv.data(), rv_ref.data(), s.c), 1e-6);
-  }
 }
 
 TEST(BatchNorm, RunningStatsUseUnbiasedVariance) {
@@ -67,25 +45,6 @@ TEST(BatchNorm, EvalForwardMatchesReference) {
   ref::batch_norm_eval_forward(x.data(), gamma.data(), beta.data(), rm.data(), rv.data(),
                                y_ref.data(), s, 1e-5f);
   EXPECT_LT(ref::max_rel_error(y.data(), y_ref.data(), count(s)), 1e-6);
-}
-
-// Finite differences: nn's BatchNorm gradient check at these shapes (tests/nn/test_functional.cpp).
-TEST(BatchNorm, BackwardMatchesReference) {
-  for (const BatchNormShape& s : kShapes) {
-    auto x = filled(count(s), 11, -2.f, 2.f), gamma = filled(s.c, 12, 0.5f, 1.5f);
-    auto beta = filled(s.c, 13), r = filled(count(s), 14);
-    std::vector<float> y(count(s)), mean(s.c), invstd(s.c), dx(count(s)), dg(s.c), db(s.c);
-    std::vector<float> dx_ref(count(s)), dg_ref(s.c), db_ref(s.c);
-    cpu::batch_norm_train_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(),
-                                  invstd.data(), nullptr, nullptr, s, 0.1f, 1e-5f);
-    cpu::batch_norm_backward(r.data(), x.data(), gamma.data(), mean.data(), invstd.data(),
-                             dx.data(), dg.data(), db.data(), s);
-    ref::batch_norm_backward(r.data(), x.data(), gamma.data(), dx_ref.data(), dg_ref.data(),
-                             db_ref.data(), s, 1e-5f);
-    EXPECT_LT(ref::max_rel_error(dx.data(), dx_ref.data(), count(s)), 1e-4);
-    EXPECT_LT(ref::max_rel_error(dg.data(), dg_ref.data(), s.c), 1e-5);
-    EXPECT_LT(ref::max_rel_error(db.data(), db_ref.data(), s.c), 1e-5);
-  }
 }
 
 TEST(BatchNorm, AffineOffAndEvalBackward) {

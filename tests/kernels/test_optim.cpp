@@ -1,13 +1,12 @@
-// tests/kernels/optim_test.cpp: SGD and Adam steps against values printed by torch 1.13
+// tests/kernels/test_optim.cpp: SGD and Adam steps against values printed by torch 1.13
 // (torch.optim.SGD / Adam on a float32 parameter [0.5, -1.25, 2.0] with the gradients below),
 // and against the double-precision reference.
-#include "kernels/cpu/optim.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/optim.h"
 #include "kernels/cpu/reference.h"
 
 namespace engine::kernels {

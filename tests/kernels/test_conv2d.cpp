@@ -1,7 +1,6 @@
-// tests/kernels/conv2d_test.cpp: conv2d (every algorithm) against the reference on awkward
-// shapes, determinism, beta, workspace checks. Finite differences: tests/nn/test_functional.cpp.
-#include "kernels/cpu/conv2d.h"
-
+// tests/kernels/test_conv2d.cpp: conv2d (every algorithm) without a bias, beta, determinism,
+// workspace checks. Against the reference on the models' and awkward shapes (with a NaN workspace):
+// tests/kernels/test_bench_checks.cpp. Finite differences: tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/reference.h"
 #include "tests/common/test_util.h"
 
@@ -52,60 +52,8 @@ Grads run(const Conv2dShape& s, ConvAlgo algo, const std::vector<float>& x,
   return g;
 }
 
-std::string describe(const Conv2dShape& s) {
-  return "x (" + std::to_string(s.n) + "," + std::to_string(s.c_in) + "," + std::to_string(s.h) +
-         "," + std::to_string(s.w) + ") w (" + std::to_string(s.c_out) + "," +
-         std::to_string(s.c_in) + "," + std::to_string(s.kh) + "," + std::to_string(s.kw) +
-         ") stride " + std::to_string(s.stride) + " pad " + std::to_string(s.pad);
-}
-
-// n, c_in, h, w, c_out, kh, kw, stride, pad
-const Conv2dShape kShapes[] = {
-    {2, 3, 7, 9, 5, 3, 3, 1, 1},      // odd sizes
-    {3, 2, 11, 6, 17, 3, 3, 1, 0},    // 17 outputs: channel vectors padded
-    {2, 4, 9, 9, 6, 5, 5, 1, 2},      //
-    {1, 1, 28, 28, 8, 5, 5, 1, 0},    // one input channel
-    {2, 5, 8, 10, 33, 1, 1, 1, 0},    // 1x1
-    {2, 3, 10, 9, 4, 2, 2, 1, 1},     // even kernel
-    {2, 3, 9, 11, 4, 3, 5, 1, 2},     // rectangular kernel, pad > kh-1
-    {2, 3, 9, 9, 5, 3, 3, 2, 1},      // stride 2
-    {2, 2, 10, 7, 3, 4, 2, 3, 0},     // stride 3
-    {2, 16, 14, 14, 32, 5, 5, 1, 2},  // convnet.conv2
-    {2, 32, 14, 14, 64, 3, 3, 1, 1},  // simplecnn.conv2
-    {3, 10, 12, 12, 20, 5, 5, 1, 0},  // net.conv2
-    {1, 7, 5, 40, 3, 3, 3, 1, 1},     // rows wider than 32
-    {2, 2, 3, 3, 3, 3, 3, 1, 2},      // output larger than input
-    {0, 3, 5, 5, 4, 3, 3, 1, 1},      // empty batch
-};
-
 const ConvAlgo kAlgos[] = {ConvAlgo::kAuto, ConvAlgo::kFlat, ConvAlgo::kChannelVector,
                            ConvAlgo::kIm2col};
-
-TEST(Conv2d, MatchesReferenceEveryAlgorithm) {
-  Threads threads(2);
-  for (const Conv2dShape& s : kShapes) {
-    auto x = filled(s.x_count(), 1), w = filled(s.w_count(), 2), b = filled(s.c_out, 3);
-    auto dy = filled(s.y_count(), 4);
-    std::vector<float> y(s.y_count()), dx(s.x_count()), dw(s.w_count()), db(s.c_out);
-    ref::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s);
-    ref::conv2d_backward_data(dy.data(), w.data(), dx.data(), s);
-    ref::conv2d_backward_filter(x.data(), dy.data(), dw.data(), s);
-    ref::conv2d_backward_bias(dy.data(), db.data(), s);
-    for (ConvAlgo algo : kAlgos) {
-      SCOPED_TRACE(describe(s) + " algo " + std::to_string(static_cast<int>(algo)));
-      Grads g = run(s, algo, x, w, b.data(), dy);
-      const double tol = 2e-5;
-      if (cpu::conv2d_algo_supported(s, algo, ConvPass::kForward)) {
-        EXPECT_LT(ref::max_rel_error(g.y.data(), y.data(), s.y_count()), tol);
-        EXPECT_LT(ref::max_rel_error(g.dx.data(), dx.data(), s.x_count()), tol);
-      }
-      if (cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardFilter)) {
-        EXPECT_LT(ref::max_rel_error(g.dw.data(), dw.data(), s.w_count()), tol);
-        EXPECT_LT(ref::max_rel_error(g.db.data(), db.data(), s.c_out), tol);
-      }
-    }
-  }
-}
 
 TEST(Conv2d, NoBias) {
   const Conv2dShape s{2, 3, 8, 8, 5, 3, 3, 1, 1};

@@ -1,13 +1,12 @@
-// tests/kernels/reduce_test.cpp: reduction steps of the collectives (every op, float, double and
+// tests/kernels/test_reduce.cpp: reduction steps of the collectives (every op, float, double and
 // int64), scale, and the fixed-order sum (same bits at any thread count).
-#include "kernels/cpu/reduce.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/reduce.h"
 #include "kernels/cpu/reference.h"
 
 namespace engine::kernels {
