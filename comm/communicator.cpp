@@ -292,8 +292,8 @@ Work Communicator::post_p2p(bool is_send, void* data, size_t count, DType dt, in
     std::lock_guard lk(p2p_mu_);
     f.seq = is_send ? p2p_sent_[peer]++ : p2p_recvd_[peer]++;
     FrameHeader h = FrameHeader::data(f, 0, count * dtype_size(dt));
-    req = is_send ? transport_->isend(peer, Stream::P2P, h, data)
-                  : transport_->irecv(peer, Stream::P2P, h, data);
+    req = is_send ? transport_->isend(peer, Lane::P2P, h, data)
+                  : transport_->irecv(peer, Lane::P2P, h, data);
   }
   Work w;
   w.st_ = std::make_shared<Work::State>();

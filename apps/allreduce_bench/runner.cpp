@@ -11,10 +11,10 @@
 namespace engine::allreduce_bench {
 
 void run_rank(comm::Communicator& comm, const Config& cfg,
-              const std::function<void(Collective)>& on_table,
+              const std::function<void(CollOp)>& on_table,
               const std::function<void(const Row&)>& on_row, const Backend& backend) {
   const int world = comm.size();
-  for (Collective c : cfg.collectives) {
+  for (CollOp c : cfg.collectives) {
     if (comm.rank() == 0) on_table(c);
     for (int64_t nbytes : cfg.sizes()) {
       Row row;

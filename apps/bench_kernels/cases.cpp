@@ -138,7 +138,8 @@ std::string bsuffix(int64_t n) {
 }
 
 constexpr int64_t kBatches[] = {64, 128};
-constexpr Pass kPasses[] = {Pass::kForward, Pass::kBackwardData, Pass::kBackwardWeight};
+constexpr ConvPass kPasses[] = {ConvPass::kForward, ConvPass::kBackwardData,
+                                ConvPass::kBackwardFilter};
 
 using MakeOp = std::function<std::unique_ptr<Op>()>;
 
@@ -154,14 +155,14 @@ MakeOp either(int d, Args... args) {
 void add_gemm_shaped(Registrar& r) {
   const int d = r.device;
   for (auto& l : linear_sites())
-    for (Pass p : kPasses)
+    for (ConvPass p : kPasses)
       for (int64_t n : kBatches) {
         kernels::LinearShape s{n, l.in, l.out};
         r.add("linear/" + site(l.model, l.layer) + "/" + pass_name(p) + bsuffix(n),
               Ceiling::kCompute, either<LinearOp, CudaLinearOp>(d, p, s));
       }
   for (auto& c : conv_sites())
-    for (Pass p : kPasses)
+    for (ConvPass p : kPasses)
       for (int64_t n : kBatches) {
         kernels::Conv2dShape s{n, c.c_in, c.h, c.w, c.c_out, c.k, c.k, 1, c.pad};
         r.add("conv2d/" + site(c.model, c.layer) + "/" + pass_name(p) + bsuffix(n),

@@ -41,7 +41,8 @@ void at_thread_counts(F body) {
   set_num_threads(before);
 }
 
-constexpr Pass kPasses[] = {Pass::kForward, Pass::kBackwardData, Pass::kBackwardWeight};
+constexpr ConvPass kPasses[] = {ConvPass::kForward, ConvPass::kBackwardData,
+                                ConvPass::kBackwardFilter};
 
 TEST(BenchChecks, CompareFindsTheWorstElement) {
   const float want[] = {1.f, -4.f, 2.f, 0.f};
@@ -77,24 +78,12 @@ TEST(BenchChecks, LinearAtModelShapes) {
   const int64_t sites[][2] = {{3136, 128}, {128, 10}, {1568, 10}, {320, 50}, {50, 10}, {784, 10}};
   at_thread_counts([&](const std::string& t) {
     for (auto& io : sites)
-      for (Pass p : kPasses) {
+      for (ConvPass p : kPasses) {
         LinearOp op(p, {3, io[0], io[1]});
         expect_ok(op, t + " linear " + std::to_string(io[0]) + "->" + std::to_string(io[1]) + " " +
                           pass_name(p));
       }
   });
-}
-
-kernels::cpu::ConvPass conv_pass(Pass p) {
-  switch (p) {
-    case Pass::kForward:
-      return kernels::cpu::ConvPass::kForward;
-    case Pass::kBackwardData:
-      return kernels::cpu::ConvPass::kBackwardData;
-    case Pass::kBackwardWeight:
-      return kernels::cpu::ConvPass::kBackwardFilter;
-  }
-  return kernels::cpu::ConvPass::kForward;
 }
 
 TEST(BenchChecks, Conv2dAtModelShapes) {
@@ -111,9 +100,9 @@ TEST(BenchChecks, Conv2dAtModelShapes) {
   at_thread_counts([&](const std::string& t) {
     for (auto& c : sites)
       for (auto& [algo, algo_name] : algos)
-        for (Pass p : kPasses) {
+        for (ConvPass p : kPasses) {
           kernels::Conv2dShape s{2, c[0], c[1], c[2], c[3], c[4], c[4], c[5], c[6]};
-          if (!kernels::cpu::conv2d_algo_supported(s, algo, conv_pass(p))) continue;
+          if (!kernels::cpu::conv2d_algo_supported(s, algo, p)) continue;
           Conv2dOp op(p, s, algo);
           expect_ok(op, t + " conv " + std::to_string(c[0]) + "->" + std::to_string(c[3]) + " k" +
                             std::to_string(c[4]) + " s" + std::to_string(c[5]) + " " + algo_name +
@@ -176,7 +165,7 @@ class BenchChecksCuda : public ::testing::Test {
 TEST_F(BenchChecksCuda, LinearAtModelShapes) {
   const int64_t sites[][2] = {{3136, 128}, {128, 10}, {1568, 10}, {320, 50}, {50, 10}, {784, 10}};
   for (auto& io : sites)
-    for (Pass p : kPasses) {
+    for (ConvPass p : kPasses) {
       CudaLinearOp op(kDev, p, {3, io[0], io[1]});
       expect_ok(op, "cuda linear " + std::to_string(io[0]) + "->" + std::to_string(io[1]) + " " +
                         pass_name(p));
@@ -189,7 +178,7 @@ TEST_F(BenchChecksCuda, Conv2dAtModelShapes) {
                               {1, 28, 28, 10, 5, 1, 0}, {10, 12, 12, 20, 5, 1, 0},
                               {3, 11, 9, 5, 3, 2, 1}};
   for (auto& c : sites)
-    for (Pass p : kPasses) {
+    for (ConvPass p : kPasses) {
       kernels::Conv2dShape s{2, c[0], c[1], c[2], c[3], c[4], c[4], c[5], c[6]};
       CudaConv2dOp op(kDev, p, s);
       expect_ok(op, "cuda conv " + std::to_string(c[0]) + "->" + std::to_string(c[3]) + " k" +
