@@ -87,7 +87,7 @@ void chain_reduce(const CollContext& c, void* data) {
     acc = scratch.data();
   }
   run_chain(c, {(r + 1) % W, (r - 1 + W) % W, v<W - 1, v> 0, true}, acc);
-  if (v == 0 && c.fp.redop == ReduceOp::AVG) divide_by(data, c.fp.count, c.fp.dtype, W);
+  if (v == 0 && c.fp.redop == ReduceOp::Avg) divide_by(data, c.fp.count, c.fp.dtype, W);
 }
 
 }  // namespace engine::comm

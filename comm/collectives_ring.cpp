@@ -83,7 +83,7 @@ void RingRun::run() {
   }
   for (size_t t = T - nseg_; t < T; ++t) wait_recv(t);
   for (auto& s : sends_) c_.tp.wait(s, dl_);
-  if (c_.fp.redop == ReduceOp::AVG && !ag_) {
+  if (c_.fp.redop == ReduceOp::Avg && !ag_) {
     Range own = S_.chunk(S_.owned_chunk());
     divide_by(buf_ + own.begin * es_, own.size(), c_.fp.dtype, S_.world());
   }
@@ -106,7 +106,7 @@ void RingRun::send(size_t t) {
   std::byte* src = buf_ + r.begin * es_;
   const RingStep& st = steps_[t / nseg_];
   // AVG: the owner divides its finished chunk once, before it travels round the ring.
-  if (c_.fp.redop == ReduceOp::AVG && rs_ && st.phase == RingPhase::AllGather && st.s == 0)
+  if (c_.fp.redop == ReduceOp::Avg && rs_ && st.phase == RingPhase::AllGather && st.s == 0)
     divide_by(src, r.size(), c_.fp.dtype, S_.world());
   sends_[t] = c_.tp.isend(S_.right(), Lane::Collective, header(t, r), src);
 }

@@ -43,7 +43,7 @@ struct Request {
   size_t nbytes = 0;
   bool reduce = false;
   DType dtype = DType::F32;
-  ReduceOp op = ReduceOp::SUM;
+  ReduceOp op = ReduceOp::Sum;
   // progress
   size_t hdr_done = 0, done = 0, pad_done = 0;
   bool complete = false;

@@ -10,18 +10,7 @@ namespace engine::kernels {
 // The values travel in frame headers (comm/frame.h): append, never renumber. Avg is a Sum whose
 // result the caller divides by the world size (floating dtypes only): the element ops and
 // reduce_into combine Avg as Sum.
-enum class ReduceOp : uint8_t {
-  Sum,
-  Avg,
-  Max,
-  Min,
-  Prod,
-  // rename_enums.sh deletes from here
-  // clang-format off
-  SUM = Sum, AVG = Avg, MAX = Max, MIN = Min, PROD = Prod,
-  kSum = Sum, kProd = Prod, kMax = Max, kMin = Min,
-  // clang-format on (rename_enums.sh deletes up to here)
-};
+enum class ReduceOp : uint8_t { Sum, Avg, Max, Min, Prod };
 
 // Max and min propagate NaN from either side (a != a only for NaN; integers never).
 struct SumOp {

@@ -125,7 +125,7 @@ void CollectiveRun::run() {
 }
 
 float CollectiveRun::value(int rank, int64_t i) const {
-  if (op_ == comm::ReduceOp::PROD) return static_cast<float>(1 + (i + rank) % 3);
+  if (op_ == comm::ReduceOp::Prod) return static_cast<float>(1 + (i + rank) % 3);
   return static_cast<float>((i % 4093) * 64 + rank);  // 4093: a prime period
 }
 
@@ -135,29 +135,29 @@ float CollectiveRun::expected_reduction(int64_t i) const {
   for (int q = 1; q < w; ++q) {
     double v = value(q, i);
     switch (op_) {
-      case comm::ReduceOp::SUM:
-      case comm::ReduceOp::AVG:
+      case comm::ReduceOp::Sum:
+      case comm::ReduceOp::Avg:
         acc += v;
         break;
-      case comm::ReduceOp::PROD:
+      case comm::ReduceOp::Prod:
         acc *= v;
         break;
-      case comm::ReduceOp::MAX:
+      case comm::ReduceOp::Max:
         acc = std::max(acc, v);
         break;
-      case comm::ReduceOp::MIN:
+      case comm::ReduceOp::Min:
         acc = std::min(acc, v);
         break;
     }
   }
-  if (op_ == comm::ReduceOp::AVG) return static_cast<float>(acc) / static_cast<float>(w);
+  if (op_ == comm::ReduceOp::Avg) return static_cast<float>(acc) / static_cast<float>(w);
   return static_cast<float>(acc);
 }
 
 int64_t CollectiveRun::count_wrong(const float* got, int64_t n,
                                    const std::vector<float>& want) const {
   // Exact, but AVG's division may round either way of the float quotient.
-  const double tol = op_ == comm::ReduceOp::AVG ? 1e-6 : 0.0;
+  const double tol = op_ == comm::ReduceOp::Avg ? 1e-6 : 0.0;
   int64_t wrong = 0;
   for (int64_t i = 0; i < n; ++i)
     if (!(std::fabs(double(got[i]) - want[i]) <= tol * std::fabs(double(want[i])))) ++wrong;

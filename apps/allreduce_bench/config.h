@@ -18,7 +18,7 @@ struct Config {
   double step_factor = 2.0;
   int64_t iters = 0;  // 0: as torch_allreduce.py, max(5, min(200, 2e7 / bytes))
   int64_t warmup = 5;
-  comm::ReduceOp op = comm::ReduceOp::SUM;
+  comm::ReduceOp op = comm::ReduceOp::Sum;
   std::vector<CollOp> collectives = {CollOp::AllReduce};
   bool check = true;
   std::string json_path;      // "" = none, "-" = stdout

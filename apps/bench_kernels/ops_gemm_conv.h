@@ -14,11 +14,11 @@ using kernels::cpu::ConvPass;
 
 inline const char* pass_name(ConvPass p) {
   switch (p) {
-    case ConvPass::kForward:
+    case ConvPass::Forward:
       return "fwd";
-    case ConvPass::kBackwardData:
+    case ConvPass::BackwardData:
       return "bwd_data";
-    case ConvPass::kBackwardFilter:
+    case ConvPass::BackwardFilter:
       return "bwd_weight";
   }
   return "?";
@@ -41,13 +41,13 @@ class LinearOp : public Op {
   void run() override {
     namespace kc = kernels::cpu;
     switch (pass_) {
-      case ConvPass::kForward:
+      case ConvPass::Forward:
         kc::linear_forward(x_, w_, b_, y_, s_);
         break;
-      case ConvPass::kBackwardData:
+      case ConvPass::BackwardData:
         kc::linear_backward_data(dy_, w_, dx_, s_);
         break;
-      case ConvPass::kBackwardFilter:
+      case ConvPass::BackwardFilter:
         kc::linear_backward_weight(dy_, x_, dw_, s_, 0.f);
         break;
     }
@@ -55,22 +55,21 @@ class LinearOp : public Op {
 
   CheckResult check() override {
     run();
-    if (pass_ == ConvPass::kForward) {
+    if (pass_ == ConvPass::Forward) {
       Buffer<float> want(s_.n * s_.out);
       kernels::ref::linear_forward(x_, w_, b_, want, s_);
       return compare("y", y_, want, want.count(), sum_tol(s_.in));
     }
     Buffer<float> dx(s_.n * s_.in), dw(s_.out * s_.in), db(s_.out);
     kernels::ref::linear_backward(x_, w_, dy_, dx, dw, db, s_);
-    if (pass_ == ConvPass::kBackwardData)
-      return compare("dx", dx_, dx, dx.count(), sum_tol(s_.out));
+    if (pass_ == ConvPass::BackwardData) return compare("dx", dx_, dx, dx.count(), sum_tol(s_.out));
     return compare("dw", dw_, dw, dw.count(), sum_tol(s_.n));
   }
 
   double flops() const override { return 2.0 * s_.n * s_.in * s_.out; }
   double bytes() const override {
     double x = s_.n * s_.in, w = s_.out * s_.in, y = s_.n * s_.out;
-    return 4.0 * (pass_ == ConvPass::kForward ? x + w + s_.out + y : x + w + y);
+    return 4.0 * (pass_ == ConvPass::Forward ? x + w + s_.out + y : x + w + y);
   }
 
  private:
@@ -84,7 +83,7 @@ class LinearOp : public Op {
 class Conv2dOp : public Op {
  public:
   Conv2dOp(ConvPass pass, const kernels::Conv2dShape& s,
-           kernels::cpu::ConvAlgo algo = kernels::cpu::ConvAlgo::kAuto)
+           kernels::cpu::ConvAlgo algo = kernels::cpu::ConvAlgo::Auto)
       : pass_(pass),
         s_(s),
         algo_(algo),
@@ -101,13 +100,13 @@ class Conv2dOp : public Op {
   void run() override {
     namespace kc = kernels::cpu;
     switch (pass_) {
-      case ConvPass::kForward:
+      case ConvPass::Forward:
         kc::conv2d_forward(x_, w_, b_, y_, s_, ws_, ws_.count(), algo_);
         break;
-      case ConvPass::kBackwardData:
+      case ConvPass::BackwardData:
         kc::conv2d_backward_data(dy_, w_, dx_, s_, ws_, ws_.count(), algo_);
         break;
-      case ConvPass::kBackwardFilter:
+      case ConvPass::BackwardFilter:
         kc::conv2d_backward_filter(x_, dy_, dw_, db_, s_, 0.f, ws_, ws_.count(), algo_);
         break;
     }
@@ -117,17 +116,17 @@ class Conv2dOp : public Op {
     run();
     namespace kr = kernels::ref;
     switch (pass_) {
-      case ConvPass::kForward: {
+      case ConvPass::Forward: {
         Buffer<float> want(s_.y_count());
         kr::conv2d_forward(x_, w_, b_, want, s_);
         return compare("y", y_, want, want.count(), sum_tol(s_.k()));
       }
-      case ConvPass::kBackwardData: {
+      case ConvPass::BackwardData: {
         Buffer<float> want(s_.x_count());
         kr::conv2d_backward_data(dy_, w_, want, s_);
         return compare("dx", dx_, want, want.count(), sum_tol(s_.c_out * s_.kh * s_.kw));
       }
-      case ConvPass::kBackwardFilter:
+      case ConvPass::BackwardFilter:
         break;
     }
     Buffer<float> dw(s_.w_count()), db(s_.c_out);

@@ -24,9 +24,9 @@ void check_shape(const Conv2dShape& s, const char* what) {
 }
 
 bool use_direct(const Conv2dShape& s, ConvAlgo algo, const char* what) {
-  if (algo == ConvAlgo::kIm2col) return false;
+  if (algo == ConvAlgo::Im2col) return false;
   bool ok = detail::direct_supported(s);
-  ENGINE_CHECK(ok || algo == ConvAlgo::kAuto, what,
+  ENGINE_CHECK(ok || algo == ConvAlgo::Auto, what,
                ": direct kernels need AVX-512, stride 1 and pad <= k-1");
   return ok;
 }
@@ -80,7 +80,7 @@ void col2im(const float* col, const Conv2dShape& s, float* dx) {
   });
 }
 
-// kAuto's workspace for s, from the CPU allocator's size-class cache (no fresh page faults in a
+// Auto's workspace for s, from the CPU allocator's size-class cache (no fresh page faults in a
 // training step), returned when the pass ends.
 class Workspace {
  public:
@@ -107,9 +107,9 @@ int64_t im2col_ws(const Conv2dShape& s) {
 }  // namespace
 
 bool conv2d_algo_supported(const Conv2dShape& s, ConvAlgo algo, ConvPass pass) {
-  if (algo == ConvAlgo::kAuto || algo == ConvAlgo::kIm2col) return true;
+  if (algo == ConvAlgo::Auto || algo == ConvAlgo::Im2col) return true;
   if (!detail::direct_supported(s)) return false;
-  return algo != ConvAlgo::kChannelVector || pass != ConvPass::kBackwardFilter ||
+  return algo != ConvAlgo::ChannelVector || pass != ConvPass::BackwardFilter ||
          detail::direct_cv_filter_supported(s);
 }
 
@@ -118,7 +118,7 @@ int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo) {
   if (!use_direct(s, algo, "conv2d_workspace_count")) return im2col_ws(s);
   const int nt = num_threads();
   int64_t filter = 0;
-  if (algo != ConvAlgo::kChannelVector || detail::direct_cv_filter_supported(s))
+  if (algo != ConvAlgo::ChannelVector || detail::direct_cv_filter_supported(s))
     filter = detail::direct_backward_filter_ws(s, algo, nt);
   return std::max({detail::direct_forward_ws(s, algo, nt),
                    detail::direct_backward_data_ws(s, algo, nt), filter});

@@ -84,7 +84,7 @@ Geometry data_geometry(const Conv2dShape& s) {
 // Flat wastes the padded columns (Wp - OW of every Wp); cv wastes channels up to a multiple of
 // 16 and pays a transpose per output, which short filters (K < 32) do not amortise.
 bool use_cv(const Geometry& g, ConvAlgo k) {
-  if (k != ConvAlgo::kAuto) return k == ConvAlgo::kChannelVector;
+  if (k != ConvAlgo::Auto) return k == ConvAlgo::ChannelVector;
   const int64_t oh = g.oh(), ow = g.ow();
   if (g.k() < 32) return false;
   double eff_cv = double(g.c_out) / double(round16(g.c_out));
@@ -150,11 +150,11 @@ struct FilterPlan {
 };
 
 bool use_cv_filter(const Conv2dShape& s, ConvAlgo k) {
-  if (k == ConvAlgo::kFlat) return false;
+  if (k == ConvAlgo::Flat) return false;
   bool ok = cv_filter_supported(s.kw);
-  ENGINE_CHECK(ok || k == ConvAlgo::kAuto, "conv2d_backward_filter: channel-vector kernel needs ",
+  ENGINE_CHECK(ok || k == ConvAlgo::Auto, "conv2d_backward_filter: channel-vector kernel needs ",
                "kernel width 3 or 5, got ", s.kw);
-  if (!ok || k == ConvAlgo::kChannelVector) return ok;
+  if (!ok || k == ConvAlgo::ChannelVector) return ok;
   const Geometry g = forward_geometry(s);
   double eff_cv = double(s.c_out) / double(round16(s.c_out));
   double eff_flat = double(s.oh() * s.ow()) / double(g.plane());

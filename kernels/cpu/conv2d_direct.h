@@ -13,7 +13,7 @@ bool direct_supported(const Conv2dShape& s);
 // Whether the channel-vector backward-filter handles this kernel width.
 bool direct_cv_filter_supported(const Conv2dShape& s);
 
-// k: which direct kernel (ConvAlgo's kFlat or kChannelVector); kAuto picks per shape and pass.
+// k: which direct kernel (ConvAlgo's Flat or ChannelVector); Auto picks per shape and pass.
 
 // Workspace floats each pass needs with nthreads threads.
 int64_t direct_forward_ws(const Conv2dShape& s, ConvAlgo k, int nthreads);

@@ -41,8 +41,8 @@ void at_thread_counts(F body) {
   set_num_threads(before);
 }
 
-constexpr ConvPass kPasses[] = {ConvPass::kForward, ConvPass::kBackwardData,
-                                ConvPass::kBackwardFilter};
+constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardData,
+                                ConvPass::BackwardFilter};
 
 TEST(BenchChecks, CompareFindsTheWorstElement) {
   const float want[] = {1.f, -4.f, 2.f, 0.f};
@@ -93,10 +93,10 @@ TEST(BenchChecks, Conv2dAtModelShapes) {
                               {1, 28, 28, 16, 5, 1, 2}, {16, 14, 14, 32, 5, 1, 2},
                               {1, 28, 28, 10, 5, 1, 0}, {10, 12, 12, 20, 5, 1, 0},
                               {3, 11, 9, 5, 3, 2, 1}};
-  const std::pair<ConvAlgo, const char*> algos[] = {{ConvAlgo::kAuto, "auto"},
-                                                    {ConvAlgo::kFlat, "flat"},
-                                                    {ConvAlgo::kChannelVector, "channel-vector"},
-                                                    {ConvAlgo::kIm2col, "im2col"}};
+  const std::pair<ConvAlgo, const char*> algos[] = {{ConvAlgo::Auto, "auto"},
+                                                    {ConvAlgo::Flat, "flat"},
+                                                    {ConvAlgo::ChannelVector, "channel-vector"},
+                                                    {ConvAlgo::Im2col, "im2col"}};
   at_thread_counts([&](const std::string& t) {
     for (auto& c : sites)
       for (auto& [algo, algo_name] : algos)
