@@ -1,6 +1,7 @@
 // kernels/reduce.h: the reduction operators of the collectives (comm:: uses this enum) and their
 // element ops, shared by CPU and CUDA.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "core/hd.h"
@@ -55,20 +56,10 @@ ENGINE_HD T reduce_apply(ReduceOp op, T a, T b) {
 }
 
 // "SUM", "AVG", "MAX", "MIN", "PROD" (printed in errors, traces and allreduce_bench's JSON).
-ENGINE_HD const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "SUM";
-    case ReduceOp::Avg:
-      return "AVG";
-    case ReduceOp::Max:
-      return "MAX";
-    case ReduceOp::Min:
-      return "MIN";
-    case ReduceOp::Prod:
-      return "PROD";
-  }
-  return "?";
+inline const char* reduce_op_name(ReduceOp op) {
+  static constexpr const char* kNames[] = {"SUM", "AVG", "MAX", "MIN", "PROD"};
+  const auto i = static_cast<size_t>(op);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
 
 }  // namespace engine::kernels
