@@ -24,9 +24,9 @@
 
 namespace {
 
-using engine::allreduce_bench::Collective;
 using engine::allreduce_bench::Config;
 using engine::allreduce_bench::Row;
+using engine::comm::CollOp;
 
 // What a rank on a CUDA device runs with; the text is for the "# device" line.
 struct CudaSetup {
@@ -112,7 +112,7 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
       if (cfg.cuda()) ab::print_device_line(table, cfg, cuda.devices, cuda.backend_text);
     }
     ab::run_rank(
-        *comm, cfg, [&](Collective c) { ab::print_table_header(table, c, comm->size()); },
+        *comm, cfg, [&](CollOp c) { ab::print_table_header(table, c, comm->size()); },
         [&](const Row& row) {
           ab::print_row(table, row);
           if (json_out) {

@@ -48,13 +48,14 @@ void run_chain(const CollContext& c, const Chain& ch, std::byte* buf) {
   if (ch.receives)
     for (size_t k = 0; k < n; ++k) {
       std::byte* dst = buf + range(k).begin * es;
-      recvs[k] = ch.reduces ? tp.irecv_reduce(ch.from, Stream::Coll, header(k), dst, dt, c.fp.redop)
-                            : tp.irecv(ch.from, Stream::Coll, header(k), dst);
+      recvs[k] = ch.reduces
+                     ? tp.irecv_reduce(ch.from, Lane::Collective, header(k), dst, dt, c.fp.redop)
+                     : tp.irecv(ch.from, Lane::Collective, header(k), dst);
     }
   for (size_t k = 0; k < n; ++k) {
     if (ch.receives) tp.wait(recvs[k], dl);
     if (ch.sends)
-      sends.push_back(tp.isend(ch.to, Stream::Coll, header(k), buf + range(k).begin * es));
+      sends.push_back(tp.isend(ch.to, Lane::Collective, header(k), buf + range(k).begin * es));
   }
   for (auto& s : sends) tp.wait(s, dl);
 }
@@ -86,7 +87,7 @@ void chain_reduce(const CollContext& c, void* data) {
     acc = scratch.data();
   }
   run_chain(c, {(r + 1) % W, (r - 1 + W) % W, v<W - 1, v> 0, true}, acc);
-  if (v == 0 && c.fp.redop == ReduceOp::AVG) divide_by(data, c.fp.count, c.fp.dtype, W);
+  if (v == 0 && c.fp.redop == ReduceOp::Avg) divide_by(data, c.fp.count, c.fp.dtype, W);
 }
 
 }  // namespace engine::comm

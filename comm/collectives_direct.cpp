@@ -25,8 +25,8 @@ void agree(const CollContext& c) {
   uint32_t step = 0xFFFF0000u;
   for (int d = 1; d < W; d *= 2, ++step) {
     FrameHeader h = FrameHeader::data(c.fp, step, 0);
-    auto s = c.tp.isend((r + d) % W, Stream::Coll, h, nullptr);
-    auto rv = c.tp.irecv((r - d + W) % W, Stream::Coll, h, nullptr);
+    auto s = c.tp.isend((r + d) % W, Lane::Collective, h, nullptr);
+    auto rv = c.tp.irecv((r - d + W) % W, Lane::Collective, h, nullptr);
     c.tp.wait(rv, dl);
     c.tp.wait(s, dl);
   }
@@ -54,15 +54,16 @@ void run_direct(const CollContext& c, bool to_root, std::byte* all, std::byte* m
   const Deadline dl = c.deadline();
   FrameHeader h = FrameHeader::data(c.fp, 0, nbytes);
   if (c.rank() != root) {
-    tp.wait(to_root ? tp.isend(root, Stream::Coll, h, mine) : tp.irecv(root, Stream::Coll, h, mine),
+    tp.wait(to_root ? tp.isend(root, Lane::Collective, h, mine)
+                    : tp.irecv(root, Lane::Collective, h, mine),
             dl);
     return;
   }
   std::vector<RequestPtr> reqs;
   for (int p = 0; p < W; ++p)
     if (p != root)
-      reqs.push_back(to_root ? tp.irecv(p, Stream::Coll, h, all + p * nbytes)
-                             : tp.isend(p, Stream::Coll, h, all + p * nbytes));
+      reqs.push_back(to_root ? tp.irecv(p, Lane::Collective, h, all + p * nbytes)
+                             : tp.isend(p, Lane::Collective, h, all + p * nbytes));
   for (auto& q : reqs) tp.wait(q, dl);
 }
 

@@ -83,7 +83,7 @@ void RingRun::run() {
   }
   for (size_t t = T - nseg_; t < T; ++t) wait_recv(t);
   for (auto& s : sends_) c_.tp.wait(s, dl_);
-  if (c_.fp.redop == ReduceOp::AVG && !ag_) {
+  if (c_.fp.redop == ReduceOp::Avg && !ag_) {
     Range own = S_.chunk(S_.owned_chunk());
     divide_by(buf_ + own.begin * es_, own.size(), c_.fp.dtype, S_.world());
   }
@@ -95,9 +95,9 @@ void RingRun::post_receives() {
     Range r = segment_of(t, false);
     std::byte* dst = buf_ + r.begin * es_;
     recvs_[t] = steps_[t / nseg_].phase == RingPhase::ReduceScatter
-                    ? c_.tp.irecv_reduce(S_.left(), Stream::Coll, header(t, r), dst, c_.fp.dtype,
-                                         c_.fp.redop)
-                    : c_.tp.irecv(S_.left(), Stream::Coll, header(t, r), dst);
+                    ? c_.tp.irecv_reduce(S_.left(), Lane::Collective, header(t, r), dst,
+                                         c_.fp.dtype, c_.fp.redop)
+                    : c_.tp.irecv(S_.left(), Lane::Collective, header(t, r), dst);
   }
 }
 
@@ -106,9 +106,9 @@ void RingRun::send(size_t t) {
   std::byte* src = buf_ + r.begin * es_;
   const RingStep& st = steps_[t / nseg_];
   // AVG: the owner divides its finished chunk once, before it travels round the ring.
-  if (c_.fp.redop == ReduceOp::AVG && rs_ && st.phase == RingPhase::AllGather && st.s == 0)
+  if (c_.fp.redop == ReduceOp::Avg && rs_ && st.phase == RingPhase::AllGather && st.s == 0)
     divide_by(src, r.size(), c_.fp.dtype, S_.world());
-  sends_[t] = c_.tp.isend(S_.right(), Stream::Coll, header(t, r), src);
+  sends_[t] = c_.tp.isend(S_.right(), Lane::Collective, header(t, r), src);
 }
 
 void RingRun::wait_recv(size_t t) {

@@ -221,7 +221,7 @@ void Communicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op
 
 void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
   check_root(root, "broadcast");
-  run([&] { chain_broadcast(call(CollOp::Broadcast, count, dtype, ReduceOp::SUM, root), data); });
+  run([&] { chain_broadcast(call(CollOp::Broadcast, count, dtype, ReduceOp::Sum, root), data); });
 }
 
 void Communicator::reduce(void* data, size_t count, DType dtype, ReduceOp op, int root) {
@@ -231,19 +231,19 @@ void Communicator::reduce(void* data, size_t count, DType dtype, ReduceOp op, in
 }
 
 void Communicator::all_gather(const void* in, void* out, size_t count, DType dtype) {
-  run([&] { ring_all_gather(call(CollOp::AllGather, count, dtype, ReduceOp::SUM, -1), in, out); });
+  run([&] { ring_all_gather(call(CollOp::AllGather, count, dtype, ReduceOp::Sum, -1), in, out); });
 }
 
 void Communicator::gather(const void* in, void* out, size_t count, DType dtype, int root) {
   check_root(root, "gather");
   ENGINE_CHECK(rank() != root || out || count == 0, "gather: the root needs an output buffer");
-  run([&] { direct_gather(call(CollOp::Gather, count, dtype, ReduceOp::SUM, root), in, out); });
+  run([&] { direct_gather(call(CollOp::Gather, count, dtype, ReduceOp::Sum, root), in, out); });
 }
 
 void Communicator::scatter(const void* in, void* out, size_t count, DType dtype, int root) {
   check_root(root, "scatter");
   ENGINE_CHECK(rank() != root || in || count == 0, "scatter: the root needs an input buffer");
-  run([&] { direct_scatter(call(CollOp::Scatter, count, dtype, ReduceOp::SUM, root), in, out); });
+  run([&] { direct_scatter(call(CollOp::Scatter, count, dtype, ReduceOp::Sum, root), in, out); });
 }
 
 void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
@@ -253,7 +253,7 @@ void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType
 }
 
 void Communicator::barrier() {
-  run([&] { comm::barrier(call(CollOp::Barrier, 0, DType::F32, ReduceOp::SUM, -1)); });
+  run([&] { comm::barrier(call(CollOp::Barrier, 0, DType::F32, ReduceOp::Sum, -1)); });
 }
 
 Work Communicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
@@ -265,7 +265,7 @@ Work Communicator::all_reduce_async(void* data, size_t count, DType dtype, Reduc
 Work Communicator::broadcast_async(void* data, size_t count, DType dtype, int root) {
   check_root(root, "broadcast");
   return enqueue([=, this] {
-    chain_broadcast(call(CollOp::Broadcast, count, dtype, ReduceOp::SUM, root), data);
+    chain_broadcast(call(CollOp::Broadcast, count, dtype, ReduceOp::Sum, root), data);
   });
 }
 
@@ -292,8 +292,8 @@ Work Communicator::post_p2p(bool is_send, void* data, size_t count, DType dt, in
     std::lock_guard lk(p2p_mu_);
     f.seq = is_send ? p2p_sent_[peer]++ : p2p_recvd_[peer]++;
     FrameHeader h = FrameHeader::data(f, 0, count * dtype_size(dt));
-    req = is_send ? transport_->isend(peer, Stream::P2P, h, data)
-                  : transport_->irecv(peer, Stream::P2P, h, data);
+    req = is_send ? transport_->isend(peer, Lane::P2P, h, data)
+                  : transport_->irecv(peer, Lane::P2P, h, data);
   }
   Work w;
   w.st_ = std::make_shared<Work::State>();

@@ -90,7 +90,7 @@ class Communicator {
 
   // --- collectives on raw buffers ---------------------------------------------------------------
   // In place on every rank. The ring: reduce-scatter then all-gather, pipelined.
-  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::SUM);
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
   // Root's buffer is copied to every rank.
   void broadcast(void* data, size_t count, DType dtype, int root);
   // Root's buffer receives the reduction; other ranks' buffers are left unchanged.
@@ -103,7 +103,7 @@ class Communicator {
   void scatter(const void* in, void* out, size_t count, DType dtype, int root);
   // in holds size() * count elements; out (count) gets the reduction of every rank's chunk r.
   void reduce_scatter(const void* in, void* out, size_t count, DType dtype,
-                      ReduceOp op = ReduceOp::SUM);
+                      ReduceOp op = ReduceOp::Sum);
   void barrier();
 
   // --- point to point (their own stream: never mixed up with collectives) ----------------------
@@ -114,7 +114,7 @@ class Communicator {
   Work irecv(void* data, size_t count, DType dtype, int src, int tag = 0);
 
   // --- async collectives: run on the communication thread, in call order -----------------------
-  Work all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::SUM);
+  Work all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
   Work broadcast_async(void* data, size_t count, DType dtype, int root);
   Work reduce_async(void* data, size_t count, DType dtype, ReduceOp op, int root);
   // Any sequence of this communicator's calls as one queued unit (e.g. pack a bucket, all_reduce,
@@ -123,18 +123,18 @@ class Communicator {
 
   // --- Tensor overloads: CPU tensors, and CUDA tensors (below)
   // ------------------------------------
-  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM);
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   void broadcast(const Tensor& t, int root);
   void reduce(const Tensor& t, ReduceOp op, int root);
   void all_gather(const Tensor& in, const Tensor& out);        // out.numel() == size() * in.numel()
   void gather(const Tensor& in, const Tensor& out, int root);  // out undefined off root is fine
   void scatter(const Tensor& in, const Tensor& out, int root);  // in undefined off root is fine
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::SUM);
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::Sum);
   void send(const Tensor& t, int dst, int tag = 0);
   void recv(const Tensor& t, int src, int tag = 0);
   Work isend(const Tensor& t, int dst, int tag = 0);
   Work irecv(const Tensor& t, int src, int tag = 0);
-  Work all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::SUM);
+  Work all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   Work broadcast_async(const Tensor& t, int root);
 
   // --- CUDA tensors

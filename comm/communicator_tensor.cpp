@@ -84,7 +84,7 @@ void Communicator::broadcast(const Tensor& t, int root) {
   check_defined(t, "broadcast");
   check_root(root, "broadcast");
   Backend& b = backend_for(t);
-  run([&] { b.broadcast(call(CollOp::Broadcast, numel(t), t.dtype(), ReduceOp::SUM, root), t); });
+  run([&] { b.broadcast(call(CollOp::Broadcast, numel(t), t.dtype(), ReduceOp::Sum, root), t); });
 }
 
 void Communicator::reduce(const Tensor& t, ReduceOp op, int root) {
@@ -104,7 +104,7 @@ void Communicator::all_gather(const Tensor& in, const Tensor& out) {
                " elements, expected ", size(), " x ", numel(in));
   Backend& b = backend_for(in, out);
   run([&] {
-    b.all_gather(call(CollOp::AllGather, numel(in), in.dtype(), ReduceOp::SUM, -1), in, out);
+    b.all_gather(call(CollOp::AllGather, numel(in), in.dtype(), ReduceOp::Sum, -1), in, out);
   });
 }
 
@@ -117,7 +117,7 @@ void Communicator::gather(const Tensor& in, const Tensor& out_, int root) {
     check_parts(out, in, size(), "gather: the root's output");
   }
   Backend& b = backend_for(in, out);
-  run([&] { b.gather(call(CollOp::Gather, numel(in), in.dtype(), ReduceOp::SUM, root), in, out); });
+  run([&] { b.gather(call(CollOp::Gather, numel(in), in.dtype(), ReduceOp::Sum, root), in, out); });
 }
 
 void Communicator::scatter(const Tensor& in_, const Tensor& out, int root) {
@@ -130,7 +130,7 @@ void Communicator::scatter(const Tensor& in_, const Tensor& out, int root) {
   }
   Backend& b = backend_for(in, out);
   run([&] {
-    b.scatter(call(CollOp::Scatter, numel(out), out.dtype(), ReduceOp::SUM, root), in, out);
+    b.scatter(call(CollOp::Scatter, numel(out), out.dtype(), ReduceOp::Sum, root), in, out);
   });
 }
 
@@ -196,7 +196,7 @@ Work Communicator::broadcast_async(const Tensor& t, int root) {
   check_root(root, "broadcast");
   Backend* b = &backend_for(t);
   return enqueue([=, this] {
-    b->broadcast(call(CollOp::Broadcast, numel(t), t.dtype(), ReduceOp::SUM, root), t);
+    b->broadcast(call(CollOp::Broadcast, numel(t), t.dtype(), ReduceOp::Sum, root), t);
   });
 }
 

@@ -91,10 +91,10 @@ class CudaIpcRing : public DeviceGroup {
   // In place, float32 on device(): SUM, AVG, MAX, MIN, PROD. The kernel waits on the device for
   // `ready` (an event of device(), alive until the call returns) when given, else for all compute
   // work queued so far. count 0 is a no-op. Every rank must call with the same count and op.
-  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::SUM,
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum,
                   const cuda::Event* ready = nullptr);
   // A CUDA tensor on device().
-  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM, const cuda::Event* ready = nullptr);
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum, const cuda::Event* ready = nullptr);
 
   // Why CUDA IPC cannot be used from `device` ("" when it can): no CUDA, no such device, no
   // unified addressing or mapped host memory, or a visible GPU that `device` cannot access as a

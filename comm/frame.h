@@ -31,7 +31,7 @@ struct Fingerprint {
   uint64_t seq = 0;
   CollOp op = CollOp::None;
   DType dtype = DType::F32;
-  ReduceOp redop = ReduceOp::SUM;
+  ReduceOp redop = ReduceOp::Sum;
   int32_t root = -1;
   uint64_t count = 0;
 

@@ -123,7 +123,7 @@ void GradSync::launch(size_t k) {
   if (ready && comm_.nccl()) {  // NCCL: queued on the comm stream from here, no thread, no wait
     trace::Scope ts("allreduce (queued)", "comm");
     ts.arg("bucket", k).arg("bytes", flat.nbytes());
-    b->queued = comm_.nccl()->all_reduce_queued(flat, ReduceOp::AVG, *ready);
+    b->queued = comm_.nccl()->all_reduce_queued(flat, ReduceOp::Avg, *ready);
     return;
   }
   b->work = comm_.submit([flat, k, ready](Communicator& c) {
@@ -131,9 +131,9 @@ void GradSync::launch(size_t k) {
     trace::Scope ts("allreduce", "comm");
     ts.arg("bucket", k).arg("bytes", flat.nbytes());
     if (ready)
-      c.all_reduce_after(flat, ReduceOp::AVG, *ready);
+      c.all_reduce_after(flat, ReduceOp::Avg, *ready);
     else
-      c.all_reduce(flat, ReduceOp::AVG);
+      c.all_reduce(flat, ReduceOp::Avg);
   });
 }
 
@@ -177,10 +177,10 @@ void GradSync::finish() {
     if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), DType::F32, p.device()));
     Tensor g = p.grad();
     if (mode_ == SyncMode::AllReduce) {
-      comm_.all_reduce(g, ReduceOp::SUM);
+      comm_.all_reduce(g, ReduceOp::Sum);
       g.mul_(1.0f / static_cast<float>(world));
     } else {
-      comm_.reduce(g, ReduceOp::SUM, 0);
+      comm_.reduce(g, ReduceOp::Sum, 0);
       if (comm_.rank() == 0) g.mul_(1.0f / static_cast<float>(world));
       comm_.broadcast(g, 0);
     }

@@ -44,7 +44,7 @@ std::vector<std::shared_ptr<Transport>> make_mem_transports(int world) {
         auto* tx = reinterpret_cast<RingHeader*>(b + layout.ring(r, p, s));
         auto* rx = reinterpret_cast<RingHeader*>(b + layout.ring(p, r, s));
         auto* bell = reinterpret_cast<Doorbell*>(b + layout.bell(p));
-        t->set_channel(p, static_cast<Stream>(s), std::make_unique<RingChannel>(tx, rx, bell));
+        t->set_channel(p, static_cast<Lane>(s), std::make_unique<RingChannel>(tx, rx, bell));
       }
     }
     t->set_doorbell(reinterpret_cast<Doorbell*>(b + layout.bell(r)));

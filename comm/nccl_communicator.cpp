@@ -99,15 +99,15 @@ ncclDataType_t nccl_type(DType dt) {
 ncclRedOp_t nccl_op(ReduceOp op, DType dt) {
   check_reduce_supported(dt, op);
   switch (op) {
-    case ReduceOp::SUM:
+    case ReduceOp::Sum:
       return ncclSum;
-    case ReduceOp::AVG:
+    case ReduceOp::Avg:
       return ncclAvg;
-    case ReduceOp::MAX:
+    case ReduceOp::Max:
       return ncclMax;
-    case ReduceOp::MIN:
+    case ReduceOp::Min:
       return ncclMin;
-    case ReduceOp::PROD:
+    case ReduceOp::Prod:
       return ncclProd;
   }
   ENGINE_FAIL("nccl: unsupported reduce op ", static_cast<int>(op));

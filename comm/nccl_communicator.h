@@ -49,7 +49,7 @@ class NcclCommunicator : public DeviceGroup {
   void order_next_after(const cuda::Event& ready) { ready_ = &ready; }
 
   // --- raw device buffers of device() ---
-  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::SUM);
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
   void broadcast(void* data, size_t count, DType dtype, int root);
   // Root's buffer receives the reduction; others are left unchanged.
   void reduce(void* data, size_t count, DType dtype, ReduceOp op, int root);
@@ -57,16 +57,16 @@ class NcclCommunicator : public DeviceGroup {
   void all_gather(const void* in, void* out, size_t count, DType dtype);
   // in holds size() * count elements; out (count) gets the reduction of every rank's chunk r.
   void reduce_scatter(const void* in, void* out, size_t count, DType dtype,
-                      ReduceOp op = ReduceOp::SUM);
+                      ReduceOp op = ReduceOp::Sum);
   void send(const void* data, size_t count, DType dtype, int peer);
   void recv(void* data, size_t count, DType dtype, int peer);
 
   // --- CUDA tensors on device() ---
-  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::SUM);
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   void broadcast(const Tensor& t, int root);
   void reduce(const Tensor& t, ReduceOp op, int root);
   void all_gather(const Tensor& in, const Tensor& out);  // out.numel() == size() * in.numel()
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::SUM);
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::Sum);
   void send(const Tensor& t, int peer);
   void recv(const Tensor& t, int peer);
 

@@ -10,48 +10,23 @@
 
 namespace engine::comm {
 
-const char* reduce_op_name(ReduceOp op) {
-  static constexpr const char* kNames[] = {"SUM", "AVG", "MAX", "MIN", "PROD"};
-  const auto i = static_cast<size_t>(op);
-  return i < std::size(kNames) ? kNames[i] : "?";
-}
-
 ReduceOp reduce_op_from_name(const std::string& s) {
   std::string l = s;
   for (auto& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (l == "sum") return ReduceOp::SUM;
-  if (l == "avg") return ReduceOp::AVG;
-  if (l == "max") return ReduceOp::MAX;
-  if (l == "min") return ReduceOp::MIN;
-  if (l == "prod") return ReduceOp::PROD;
+  if (l == "sum") return ReduceOp::Sum;
+  if (l == "avg") return ReduceOp::Avg;
+  if (l == "max") return ReduceOp::Max;
+  if (l == "min") return ReduceOp::Min;
+  if (l == "prod") return ReduceOp::Prod;
   ENGINE_FAIL("unknown reduce op '", s, "' (expected sum, avg, max, min or prod)");
 }
 
 void check_reduce_supported(DType dt, ReduceOp op) {
-  ENGINE_CHECK(op != ReduceOp::AVG || dt == DType::F32,
+  ENGINE_CHECK(op != ReduceOp::Avg || dt == DType::F32,
                "reduce op AVG needs a floating dtype, got ", dtype_name(dt));
   ENGINE_CHECK(dt != DType::U8, "reduce op ", reduce_op_name(op),
                " on U8: only F32 and I64 reduce");
 }
-
-namespace {
-
-kernels::ReduceOp kernel_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::SUM:
-    case ReduceOp::AVG:  // combined as a sum; divide_by finishes it
-      return kernels::ReduceOp::kSum;
-    case ReduceOp::PROD:
-      return kernels::ReduceOp::kProd;
-    case ReduceOp::MAX:
-      return kernels::ReduceOp::kMax;
-    case ReduceOp::MIN:
-      return kernels::ReduceOp::kMin;
-  }
-  return kernels::ReduceOp::kSum;
-}
-
-}  // namespace
 
 // The element loops are kernels/'s (one owner: the same code the kernel benchmark times).
 void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op) {
@@ -59,10 +34,10 @@ void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op
   switch (dt) {
     case DType::F32:
       return kernels::cpu::reduce_into(static_cast<float*>(dst), static_cast<const float*>(src), n,
-                                       kernel_op(op));
+                                       op);
     case DType::I64:
       return kernels::cpu::reduce_into(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src),
-                                       n, kernel_op(op));
+                                       n, op);
     case DType::U8:
     case DType::I32:
       ENGINE_FAIL("reductions of ", dtype_name(dt), " buffers are not supported (F32 and I64 are)");

@@ -6,23 +6,25 @@
 #include <string>
 
 #include "io/dtype.h"
+#include "kernels/reduce.h"
 
 namespace engine::comm {
 
-// AVG is SUM followed by a division by the world size (floating dtypes only).
-enum class ReduceOp : uint8_t { SUM, AVG, MAX, MIN, PROD };
+// Sum, Avg, Max, Min, Prod and their names ("SUM", ...): kernels/reduce.h's. Avg is Sum followed by
+// a division by the world size (floating dtypes only).
+using kernels::reduce_op_name;
+using kernels::ReduceOp;
 
-const char* reduce_op_name(ReduceOp op);
 // Parses "sum", "avg", "max", "min", "prod" (any case); throws engine::Error otherwise.
 ReduceOp reduce_op_from_name(const std::string& s);
 
-// Throws engine::Error when op cannot apply to dt (AVG on integers).
+// Throws engine::Error when op cannot apply to dt (Avg on integers).
 void check_reduce_supported(DType dt, ReduceOp op);
 
-// dst[i] = dst[i] op src[i] for i < count. AVG combines as SUM here.
+// dst[i] = dst[i] op src[i] for i < count. Avg combines as Sum here.
 void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op);
 
-// dst[i] /= divisor (the AVG finish); floating dtypes only.
+// dst[i] /= divisor (the Avg finish); floating dtypes only.
 void divide_by(void* dst, size_t count, DType dt, int divisor);
 
 }  // namespace engine::comm

@@ -272,8 +272,8 @@ std::vector<std::vector<Socket>> wire_tcp(Transport& t, const std::vector<RankIn
   if (world > 1) socks = connect_mesh(rank, info[0].nonce, listener, peers, dl);
   for (int r = 0; r < world; ++r) {
     if (r == rank || l.via_shm[r]) continue;
-    t.set_channel(r, Stream::Coll, std::make_unique<SocketChannel>(std::move(socks[r][0])));
-    t.set_channel(r, Stream::P2P, std::make_unique<SocketChannel>(std::move(socks[r][1])));
+    t.set_channel(r, Lane::Collective, std::make_unique<SocketChannel>(std::move(socks[r][0])));
+    t.set_channel(r, Lane::P2P, std::make_unique<SocketChannel>(std::move(socks[r][1])));
   }
   return socks;
 }
@@ -291,7 +291,7 @@ void wire_shm(Transport& t, Store& store, const std::string& pre, const Links& l
       auto* tx = reinterpret_cast<RingHeader*>(f.base + f.layout.ring(f.index, j, s));
       auto* rx = reinterpret_cast<RingHeader*>(f.base + f.layout.ring(j, f.index, s));
       auto* bell = reinterpret_cast<Doorbell*>(f.base + f.layout.bell(j));
-      t.set_channel(r, static_cast<Stream>(s), std::make_unique<RingChannel>(tx, rx, bell));
+      t.set_channel(r, static_cast<Lane>(s), std::make_unique<RingChannel>(tx, rx, bell));
     }
     t.set_liveness(r, std::move(socks[r][0]));
   }

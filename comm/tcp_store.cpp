@@ -25,7 +25,7 @@ constexpr uint32_t kMagic = 0x53474E45;  // "ENGS"
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kMaxStr = 64u << 20;
 constexpr uint32_t kMaxKeys = 1u << 16;
-enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5 };
+enum Op : uint8_t { Set = 1, Get = 2, Add = 3, Check = 4, Wait = 5 };
 
 template <class T>
 void put(std::string& b, T v) {
@@ -213,7 +213,7 @@ std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, s
   std::vector<std::string> keys;
   int64_t arg;
   switch (op) {
-    case kSet:
+    case Op::Set:
       if (!in.str(&key) || !in.str(&value)) break;
       {
         std::lock_guard lk(mu_);
@@ -222,17 +222,17 @@ std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, s
       cv_.notify_all();
       put<uint8_t>(reply, 0);
       return reply;
-    case kGet:
+    case Op::Get:
       if (!in.str(&key) || !read(&arg, 8)) break;
       return wait_reply(true, {key}, arg);
-    case kWait:
+    case Op::Wait:
       if (!in.keys(&keys) || !read(&arg, 8)) break;
       return wait_reply(false, keys, arg);
-    case kAdd:
+    case Op::Add:
       if (!in.str(&key) || !read(&arg, 8)) break;
       put<int64_t>(reply, add(key, arg));
       return reply;
-    case kCheck: {
+    case Op::Check: {
       if (!in.keys(&keys)) break;
       std::lock_guard lk(mu_);
       put<uint8_t>(reply, missing_of(keys).empty() ? 1 : 0);
@@ -296,21 +296,21 @@ std::string TcpStore::request(const std::string& req, Millis wait_part) {
   };
   uint8_t op = static_cast<uint8_t>(req[0]);
   switch (op) {
-    case kSet:
-    case kCheck:
+    case Op::Set:
+    case Op::Check:
       need(1);
       break;
-    case kAdd:
+    case Op::Add:
       need(8);
       break;
-    case kGet: {
+    case Op::Get: {
       need(1 + 4);
       uint32_t n;
       std::memcpy(&n, buf_.data() + 1, 4);
       need(n);
       break;
     }
-    case kWait: {
+    case Op::Wait: {
       need(1 + 4);
       uint32_t m;
       std::memcpy(&m, buf_.data() + 1, 4);
@@ -328,7 +328,7 @@ std::string TcpStore::request(const std::string& req, Millis wait_part) {
 
 void TcpStore::set(const std::string& key, const std::string& value) {
   std::string r;
-  put<uint8_t>(r, kSet);
+  put<uint8_t>(r, Op::Set);
   put_str(r, key);
   put_str(r, value);
   request(r, Millis(0));
@@ -336,7 +336,7 @@ void TcpStore::set(const std::string& key, const std::string& value) {
 
 std::string TcpStore::get(const std::string& key) {
   std::string r;
-  put<uint8_t>(r, kGet);
+  put<uint8_t>(r, Op::Get);
   put_str(r, key);
   put<int64_t>(r, timeout().count());
   std::string reply = request(r, timeout());
@@ -347,7 +347,7 @@ std::string TcpStore::get(const std::string& key) {
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
   std::string r;
-  put<uint8_t>(r, kAdd);
+  put<uint8_t>(r, Op::Add);
   put_str(r, key);
   put<int64_t>(r, delta);
   std::string reply = request(r, Millis(0));
@@ -356,7 +356,7 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
   std::string r;
-  put<uint8_t>(r, kCheck);
+  put<uint8_t>(r, Op::Check);
   put<uint32_t>(r, static_cast<uint32_t>(keys.size()));
   for (auto& k : keys) put_str(r, k);
   std::string reply = request(r, Millis(0));
@@ -365,7 +365,7 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
 
 void TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   std::string r;
-  put<uint8_t>(r, kWait);
+  put<uint8_t>(r, Op::Wait);
   put<uint32_t>(r, static_cast<uint32_t>(keys.size()));
   for (auto& k : keys) put_str(r, k);
   put<int64_t>(r, timeout.count());

@@ -33,7 +33,7 @@ Transport::~Transport() {
   for (auto& s : liveness_) s.close();
 }
 
-void Transport::set_channel(int peer, Stream s, std::unique_ptr<Channel> ch) {
+void Transport::set_channel(int peer, Lane s, std::unique_ptr<Channel> ch) {
   lane(peer, s).ch = std::move(ch);
 }
 
@@ -59,7 +59,7 @@ RequestPtr Transport::post(RequestPtr r) {
   if (!broken_.empty()) throw Error(unusable());
   ENGINE_CHECK(r->peer >= 0 && r->peer < world_ && r->peer != rank_, "rank ", rank_,
                ": bad peer rank ", r->peer, " (world size ", world_, ")");
-  Lane& l = lane(r->peer, r->stream);
+  PeerLane& l = lane(r->peer, r->lane);
   ENGINE_CHECK(l.ch, "rank ", rank_, ": no channel to rank ", r->peer);
   auto& q = r->is_send ? l.sends : l.recvs;
   q.push_back(r);
@@ -77,32 +77,32 @@ RequestPtr Transport::post(RequestPtr r) {
   return r;
 }
 
-RequestPtr Transport::isend(int peer, Stream s, const FrameHeader& h, const void* data) {
+RequestPtr Transport::isend(int peer, Lane s, const FrameHeader& h, const void* data) {
   auto r = std::make_shared<Request>();
   r->is_send = true;
   r->peer = peer;
-  r->stream = s;
+  r->lane = s;
   r->hdr = h;
   r->src = static_cast<const std::byte*>(data);
   r->nbytes = h.nbytes;
   return post(std::move(r));
 }
 
-RequestPtr Transport::irecv(int peer, Stream s, const FrameHeader& expect, void* dst) {
+RequestPtr Transport::irecv(int peer, Lane s, const FrameHeader& expect, void* dst) {
   auto r = std::make_shared<Request>();
   r->peer = peer;
-  r->stream = s;
+  r->lane = s;
   r->hdr = expect;
   r->dst = static_cast<std::byte*>(dst);
   r->nbytes = expect.nbytes;
   return post(std::move(r));
 }
 
-RequestPtr Transport::irecv_reduce(int peer, Stream s, const FrameHeader& expect, void* dst,
-                                   DType dt, ReduceOp op) {
+RequestPtr Transport::irecv_reduce(int peer, Lane s, const FrameHeader& expect, void* dst, DType dt,
+                                   ReduceOp op) {
   auto r = std::make_shared<Request>();
   r->peer = peer;
-  r->stream = s;
+  r->lane = s;
   r->hdr = expect;
   r->dst = static_cast<std::byte*>(dst);
   r->nbytes = expect.nbytes;
@@ -117,7 +117,7 @@ RequestPtr Transport::irecv_reduce(int peer, Stream s, const FrameHeader& expect
 // ---------------------------------------------------------------------------------------------
 // Progress
 
-bool Transport::progress_send(Lane& l) {
+bool Transport::progress_send(PeerLane& l) {
   bool moved = false;
   while (!l.sends.empty()) {
     Request& r = *l.sends.front();
@@ -163,7 +163,7 @@ void Transport::check_header(const Request& r) {
     return;
   }
   const Fingerprint ef = e.fingerprint(), gf = g.fingerprint();
-  if (r.stream == Stream::Coll) {
+  if (r.lane == Lane::Collective) {
     if (ef.seq != gf.seq)
       fail("collective mismatch: " + me + " is at " + ef.str() + " but " + him + " sent " +
                gf.str() + ": the ranks have called different numbers of collectives",
@@ -184,7 +184,7 @@ void Transport::check_header(const Request& r) {
          false, "");
 }
 
-bool Transport::progress_recv(Lane& l, int peer) {
+bool Transport::progress_recv(PeerLane& l, int peer) {
   bool moved = false;
   Channel& ch = *l.ch;
   while (!l.recvs.empty()) {
@@ -260,7 +260,7 @@ bool Transport::progress_locked() {
   for (int p = 0; p < world_; ++p) {
     if (p == rank_) continue;
     for (int s = 0; s < 2; ++s) {
-      Lane& l = lanes_[p * 2 + s];
+      PeerLane& l = lanes_[p * 2 + s];
       if (!l.ch || (l.sends.empty() && l.recvs.empty())) continue;
       try {
         if (!l.sends.empty()) moved |= progress_send(l);
@@ -274,7 +274,7 @@ bool Transport::progress_locked() {
 }
 
 std::string Transport::salvage_abort(int peer) {
-  Lane& l = lane(peer, Stream::Coll);
+  PeerLane& l = lane(peer, Lane::Collective);
   if (!l.ch) return "";
   try {
     // Skip the rest of the frame being read, then walk whole frames.
@@ -314,8 +314,7 @@ void Transport::check_liveness() {
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       peer_dead_[p] = true;
       for (int s = 0; s < 2; ++s)
-        if (lane(p, static_cast<Stream>(s)).ch)
-          lane(p, static_cast<Stream>(s)).ch->mark_peer_dead();
+        if (lane(p, static_cast<Lane>(s)).ch) lane(p, static_cast<Lane>(s)).ch->mark_peer_dead();
     }
   }
 }
@@ -327,7 +326,7 @@ void Transport::block(std::unique_lock<std::mutex>& lk, Deadline deadline, uint3
   for (int p = 0; p < world_; ++p) {
     bool pending = false;
     for (int s = 0; s < 2; ++s) {
-      Lane& l = lanes_[p * 2 + s];
+      PeerLane& l = lanes_[p * 2 + s];
       if (!l.ch || (l.sends.empty() && l.recvs.empty())) continue;
       pending = true;
       int fd = l.ch->poll_fd();
@@ -360,7 +359,7 @@ void Transport::block(std::unique_lock<std::mutex>& lk, Deadline deadline, uint3
   // waiting for the timeout.
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fd_lane[i] < 0 || !(fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR))) continue;
-    Lane& l = lanes_[fd_lane[i]];
+    PeerLane& l = lanes_[fd_lane[i]];
     if (l.ch && !l.sends.empty()) l.ch->mark_peer_dead();
   }
   check_liveness();
@@ -459,7 +458,7 @@ void Transport::abort_locked(const std::string& reason) noexcept {
   h.nbytes = text.size();
   const size_t pad = frame_pad(text.size());
   for (int p = 0; p < world_; ++p) {
-    Lane& l = lanes_[p * 2];
+    PeerLane& l = lanes_[p * 2];
     if (!l.ch) continue;
     // A half-written frame cannot be interrupted: the peer will see the channel close instead.
     if (!l.send_mid_frame() && !peer_dead_[p]) {

@@ -1,7 +1,7 @@
 // comm/transport.h: point-to-point messaging between the ranks of one communicator, over any mix of
-// channels (TCP sockets, shared-memory rings, in-process rings). Two independent streams per peer:
+// channels (TCP sockets, shared-memory rings, in-process rings). Two independent lanes per peer:
 // collectives, and point-to-point send/recv, so that user messages never interleave with a
-// collective's. Messages on one (peer, stream) arrive in the order they were posted.
+// collective's. Messages on one (peer, lane) arrive in the order they were posted.
 //
 // isend/irecv only post a request; any thread that waits drives every pending request forward
 // (one driver at a time, others wait to be told). A receive may reduce the arriving bytes into its
@@ -29,12 +29,13 @@
 
 namespace engine::comm {
 
-enum class Stream : int { Coll = 0, P2P = 1 };
+// Which of a peer's two lanes (channels) a message takes.
+enum class Lane : int { Collective = 0, P2P = 1 };
 
 struct Request {
   bool is_send = false;
   int peer = -1;
-  Stream stream = Stream::Coll;
+  Lane lane = Lane::Collective;
   FrameHeader hdr;  // send: written; recv: expected
   FrameHeader got;  // recv: received
   const std::byte* src = nullptr;
@@ -42,7 +43,7 @@ struct Request {
   size_t nbytes = 0;
   bool reduce = false;
   DType dtype = DType::F32;
-  ReduceOp op = ReduceOp::SUM;
+  ReduceOp op = ReduceOp::Sum;
   // progress
   size_t hdr_done = 0, done = 0, pad_done = 0;
   bool complete = false;
@@ -59,7 +60,7 @@ class Transport {
   Transport& operator=(const Transport&) = delete;
 
   // Set-up (before use).
-  void set_channel(int peer, Stream s, std::unique_ptr<Channel> ch);
+  void set_channel(int peer, Lane s, std::unique_ptr<Channel> ch);
   // For peers reached through memory rings: a socket whose end-of-stream means the peer died.
   void set_liveness(int peer, Socket s);
   // This rank's doorbell (rings in memory), and how long a waiter spins before it sleeps; with
@@ -77,11 +78,11 @@ class Transport {
   const std::string& kind() const { return kind_; }
 
   // Posts a frame: header h (h.nbytes payload bytes from data). data must stay valid until done.
-  RequestPtr isend(int peer, Stream s, const FrameHeader& h, const void* data);
+  RequestPtr isend(int peer, Lane s, const FrameHeader& h, const void* data);
   // Posts a receive of a frame that must match `expect` into dst (expect.nbytes bytes); with
   // reduce, dst[i] = dst[i] op payload[i] instead of a copy.
-  RequestPtr irecv(int peer, Stream s, const FrameHeader& expect, void* dst);
-  RequestPtr irecv_reduce(int peer, Stream s, const FrameHeader& expect, void* dst, DType dt,
+  RequestPtr irecv(int peer, Lane s, const FrameHeader& expect, void* dst);
+  RequestPtr irecv_reduce(int peer, Lane s, const FrameHeader& expect, void* dst, DType dt,
                           ReduceOp op);
   // Drives progress until r completes; throws engine::Error (peer gone, mismatch, abort) or
   // engine::TimeoutError naming the peer waited for.
@@ -93,18 +94,18 @@ class Transport {
   bool broken() const;
 
  private:
-  struct Lane {  // one (peer, stream)
+  struct PeerLane {  // one (peer, lane)
     std::unique_ptr<Channel> ch;
     std::deque<RequestPtr> sends, recvs;
     std::vector<std::byte> scratch;  // socket reduce: bytes read, not yet reduced
     size_t scratch_fill = 0;
     bool send_mid_frame() const { return !sends.empty() && sends.front()->hdr_done > 0; }
   };
-  Lane& lane(int peer, Stream s) { return lanes_[peer * 2 + static_cast<int>(s)]; }
+  PeerLane& lane(int peer, Lane s) { return lanes_[peer * 2 + static_cast<int>(s)]; }
   RequestPtr post(RequestPtr r);
   bool progress_locked();  // true when anything moved; throws on a broken lane
-  bool progress_send(Lane& l);
-  bool progress_recv(Lane& l, int peer);
+  bool progress_send(PeerLane& l);
+  bool progress_recv(PeerLane& l, int peer);
   void check_header(const Request& r);
   void block(std::unique_lock<std::mutex>& lk, Deadline deadline, uint32_t bell_seen);
   void check_liveness();
@@ -120,7 +121,7 @@ class Transport {
 
   int rank_, world_;
   std::string kind_;
-  std::vector<Lane> lanes_;
+  std::vector<PeerLane> lanes_;
   std::vector<Socket> liveness_;
   std::vector<bool> peer_dead_;
   Doorbell* bell_ = nullptr;

@@ -107,17 +107,17 @@ uint32_t read_be32(const uint8_t* p) {
 
 const char* idx_type_name(uint8_t code) {
   switch (code) {
-    case kIdxUint8:
+    case IdxUint8:
       return "uint8";
-    case kIdxInt8:
+    case IdxInt8:
       return "int8";
-    case kIdxInt16:
+    case IdxInt16:
       return "int16";
-    case kIdxInt32:
+    case IdxInt32:
       return "int32";
-    case kIdxFloat32:
+    case IdxFloat32:
       return "float32";
-    case kIdxFloat64:
+    case IdxFloat64:
       return "float64";
     default:
       return "unknown";
@@ -153,7 +153,7 @@ IdxArray read_idx(const std::string& path) {
                 " (expected 00 00)");
   }
   const uint8_t type = bytes[2];
-  if (type != kIdxUint8) {
+  if (type != IdxUint8) {
     char hex[8];
     std::snprintf(hex, sizeof(hex), "0x%02X", type);
     ENGINE_FAIL(path, ": unsupported IDX dtype code ", hex, " (", idx_type_name(type),
@@ -194,7 +194,7 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims,
   ENGINE_CHECK(!dims.empty() && dims.size() < 256, path, ": write_idx: ndim must be 1..255, got ",
                dims.size());
   int64_t count = 1;
-  std::vector<uint8_t> bytes = {0, 0, kIdxUint8, static_cast<uint8_t>(dims.size())};
+  std::vector<uint8_t> bytes = {0, 0, IdxUint8, static_cast<uint8_t>(dims.size())};
   for (int64_t d : dims) {
     ENGINE_CHECK(d >= 0 && d <= 0xFFFFFFFFll, path, ": write_idx: dim ", d, " out of range");
     count *= d;

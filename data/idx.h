@@ -6,14 +6,14 @@
 
 namespace engine::data {
 
-// IDX dtype codes (third magic byte). Only kIdxUint8 is supported by read_idx.
+// IDX dtype codes (third magic byte). Only IdxUint8 is supported by read_idx.
 enum IdxType : uint8_t {
-  kIdxUint8 = 0x08,
-  kIdxInt8 = 0x09,
-  kIdxInt16 = 0x0B,
-  kIdxInt32 = 0x0C,
-  kIdxFloat32 = 0x0D,
-  kIdxFloat64 = 0x0E,
+  IdxUint8 = 0x08,
+  IdxInt8 = 0x09,
+  IdxInt16 = 0x0B,
+  IdxInt32 = 0x0C,
+  IdxFloat32 = 0x0D,
+  IdxFloat64 = 0x0E,
 };
 
 // "uint8", "int8", ..., or "unknown".

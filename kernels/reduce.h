@@ -1,12 +1,17 @@
-// kernels/reduce.h: the element ops of collective reductions, shared by CPU and CUDA.
+// kernels/reduce.h: the reduction operators of the collectives (comm:: uses this enum) and their
+// element ops, shared by CPU and CUDA.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "core/hd.h"
 
 namespace engine::kernels {
 
-enum class ReduceOp : int { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
+// The values travel in frame headers (comm/frame.h): append, never renumber. Avg is a Sum whose
+// result the caller divides by the world size (floating dtypes only): the element ops and
+// reduce_into combine Avg as Sum.
+enum class ReduceOp : uint8_t { Sum, Avg, Max, Min, Prod };
 
 // Max and min propagate NaN from either side (a != a only for NaN; integers never).
 struct SumOp {
@@ -37,30 +42,24 @@ struct MinOp {
 template <class T>
 ENGINE_HD T reduce_apply(ReduceOp op, T a, T b) {
   switch (op) {
-    case ReduceOp::kSum:
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
       return SumOp{}(a, b);
-    case ReduceOp::kProd:
+    case ReduceOp::Prod:
       return ProdOp{}(a, b);
-    case ReduceOp::kMax:
+    case ReduceOp::Max:
       return MaxOp{}(a, b);
-    case ReduceOp::kMin:
+    case ReduceOp::Min:
       return MinOp{}(a, b);
   }
   return a;
 }
 
-ENGINE_HD const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kProd:
-      return "prod";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-  }
-  return "?";
+// "SUM", "AVG", "MAX", "MIN", "PROD" (printed in errors, traces and allreduce_bench's JSON).
+inline const char* reduce_op_name(ReduceOp op) {
+  static constexpr const char* kNames[] = {"SUM", "AVG", "MAX", "MIN", "PROD"};
+  const auto i = static_cast<size_t>(op);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
 
 }  // namespace engine::kernels

@@ -13,63 +13,44 @@
 
 namespace engine::allreduce_bench {
 
-namespace {
-
-struct CollectiveName {
-  Collective c;
-  const char* name;
-};
-constexpr CollectiveName kNames[] = {{Collective::kAllReduce, "all_reduce"},
-                                     {Collective::kBroadcast, "broadcast"},
-                                     {Collective::kReduce, "reduce"},
-                                     {Collective::kAllGather, "all_gather"},
-                                     {Collective::kReduceScatter, "reduce_scatter"}};
-
-}  // namespace
-
-const char* collective_name(Collective c) {
-  for (const CollectiveName& n : kNames)
-    if (n.c == c) return n.name;
-  return "?";
-}
-
-Collective collective_from_name(const std::string& s) {
-  for (const CollectiveName& n : kNames)
-    if (s == n.name) return n.c;
+CollOp collective_from_name(const std::string& s) {
+  for (CollOp c : kCollectives)
+    if (s == comm::coll_op_name(c)) return c;
   ENGINE_FAIL("unknown collective '", s,
               "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter or all)");
 }
 
-double busbw_factor(Collective c, int world) {
+double busbw_factor(CollOp c, int world) {
   const double n = world;
   switch (c) {
-    case Collective::kAllReduce:
+    case CollOp::AllReduce:
       return 2.0 * (n - 1) / n;
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
+    case CollOp::AllGather:
+    case CollOp::ReduceScatter:
       return (n - 1) / n;
-    case Collective::kBroadcast:
-    case Collective::kReduce:
+    case CollOp::Broadcast:
+    case CollOp::Reduce:
+    default:
       return 1.0;
   }
   return 1.0;
 }
 
-int64_t total_count(Collective c, int64_t nbytes, int world) {
+int64_t total_count(CollOp c, int64_t nbytes, int world) {
   const int64_t count = nbytes / 4;
-  if (c == Collective::kAllGather || c == Collective::kReduceScatter) return count / world * world;
+  if (c == CollOp::AllGather || c == CollOp::ReduceScatter) return count / world * world;
   return count;
 }
 
-CollectiveRun::CollectiveRun(Collective c, comm::Communicator& comm, int64_t count,
-                             comm::ReduceOp op, Backend backend)
+CollectiveRun::CollectiveRun(CollOp c, comm::Communicator& comm, int64_t count, comm::ReduceOp op,
+                             Backend backend)
     : c_(c), comm_(comm), count_(count), chunk_(count / comm.size()), op_(op), backend_(backend) {
   switch (c_) {
-    case Collective::kAllGather:
+    case CollOp::AllGather:
       in_.resize(chunk_);
       out_.resize(count_);
       break;
-    case Collective::kReduceScatter:
+    case CollOp::ReduceScatter:
       in_.resize(count_);
       out_.resize(chunk_);
       break;
@@ -88,21 +69,23 @@ CollectiveRun::CollectiveRun(Collective c, comm::Communicator& comm, int64_t cou
 template <class Comm>
 void CollectiveRun::run_tensors(Comm& c) {
   switch (c_) {
-    case Collective::kAllReduce:
+    case CollOp::AllReduce:
       c.all_reduce(din_, op_);
       break;
-    case Collective::kBroadcast:
+    case CollOp::Broadcast:
       c.broadcast(din_, 0);
       break;
-    case Collective::kReduce:
+    case CollOp::Reduce:
       c.reduce(din_, op_, 0);
       break;
-    case Collective::kAllGather:
+    case CollOp::AllGather:
       c.all_gather(din_, dout_);
       break;
-    case Collective::kReduceScatter:
+    case CollOp::ReduceScatter:
       c.reduce_scatter(din_, dout_, op_);
       break;
+    default:
+      ENGINE_FAIL("allreduce_bench: ", comm::coll_op_name(c_), " is not timed");
   }
 }
 
@@ -121,26 +104,28 @@ void CollectiveRun::run() {
   }
   constexpr DType f32 = DType::F32;
   switch (c_) {
-    case Collective::kAllReduce:
+    case CollOp::AllReduce:
       comm_.all_reduce(in_.data(), count_, f32, op_);
       break;
-    case Collective::kBroadcast:
+    case CollOp::Broadcast:
       comm_.broadcast(in_.data(), count_, f32, 0);
       break;
-    case Collective::kReduce:
+    case CollOp::Reduce:
       comm_.reduce(in_.data(), count_, f32, op_, 0);
       break;
-    case Collective::kAllGather:
+    case CollOp::AllGather:
       comm_.all_gather(in_.data(), out_.data(), chunk_, f32);
       break;
-    case Collective::kReduceScatter:
+    case CollOp::ReduceScatter:
       comm_.reduce_scatter(in_.data(), out_.data(), chunk_, f32, op_);
       break;
+    default:
+      ENGINE_FAIL("allreduce_bench: ", comm::coll_op_name(c_), " is not timed");
   }
 }
 
 float CollectiveRun::value(int rank, int64_t i) const {
-  if (op_ == comm::ReduceOp::PROD) return static_cast<float>(1 + (i + rank) % 3);
+  if (op_ == comm::ReduceOp::Prod) return static_cast<float>(1 + (i + rank) % 3);
   return static_cast<float>((i % 4093) * 64 + rank);  // 4093: a prime period
 }
 
@@ -150,29 +135,29 @@ float CollectiveRun::expected_reduction(int64_t i) const {
   for (int q = 1; q < w; ++q) {
     double v = value(q, i);
     switch (op_) {
-      case comm::ReduceOp::SUM:
-      case comm::ReduceOp::AVG:
+      case comm::ReduceOp::Sum:
+      case comm::ReduceOp::Avg:
         acc += v;
         break;
-      case comm::ReduceOp::PROD:
+      case comm::ReduceOp::Prod:
         acc *= v;
         break;
-      case comm::ReduceOp::MAX:
+      case comm::ReduceOp::Max:
         acc = std::max(acc, v);
         break;
-      case comm::ReduceOp::MIN:
+      case comm::ReduceOp::Min:
         acc = std::min(acc, v);
         break;
     }
   }
-  if (op_ == comm::ReduceOp::AVG) return static_cast<float>(acc) / static_cast<float>(w);
+  if (op_ == comm::ReduceOp::Avg) return static_cast<float>(acc) / static_cast<float>(w);
   return static_cast<float>(acc);
 }
 
 int64_t CollectiveRun::count_wrong(const float* got, int64_t n,
                                    const std::vector<float>& want) const {
   // Exact, but AVG's division may round either way of the float quotient.
-  const double tol = op_ == comm::ReduceOp::AVG ? 1e-6 : 0.0;
+  const double tol = op_ == comm::ReduceOp::Avg ? 1e-6 : 0.0;
   int64_t wrong = 0;
   for (int64_t i = 0; i < n; ++i)
     if (!(std::fabs(double(got[i]) - want[i]) <= tol * std::fabs(double(want[i])))) ++wrong;
@@ -199,25 +184,27 @@ int64_t CollectiveRun::check() {
   std::vector<float> want;
   const float* got = in_.data();
   switch (c_) {
-    case Collective::kAllReduce:
+    case CollOp::AllReduce:
       for (int64_t i = 0; i < count_; ++i) want.push_back(expected_reduction(i));
       break;
-    case Collective::kBroadcast:
+    case CollOp::Broadcast:
       for (int64_t i = 0; i < count_; ++i) want.push_back(value(0, i));
       break;
-    case Collective::kReduce:  // the root gets the reduction; the others keep their input
+    case CollOp::Reduce:  // the root gets the reduction; the others keep their input
       for (int64_t i = 0; i < count_; ++i)
         want.push_back(r == 0 ? expected_reduction(i) : value(r, i));
       break;
-    case Collective::kAllGather:  // rank q's chunk holds value(q, 0..chunk)
+    case CollOp::AllGather:  // rank q's chunk holds value(q, 0..chunk)
       for (int q = 0; q < w; ++q)
         for (int64_t i = 0; i < chunk_; ++i) want.push_back(value(q, i));
       got = out_.data();
       break;
-    case Collective::kReduceScatter:  // this rank's chunk of the reduction
+    case CollOp::ReduceScatter:  // this rank's chunk of the reduction
       for (int64_t i = 0; i < chunk_; ++i) want.push_back(expected_reduction(r * chunk_ + i));
       got = out_.data();
       break;
+    default:
+      ENGINE_FAIL("allreduce_bench: ", comm::coll_op_name(c_), " is not checked");
   }
   return count_wrong(got, int64_t(want.size()), want);
 }

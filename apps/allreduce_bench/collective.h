@@ -6,23 +6,28 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/frame.h"
 #include "comm/nccl_communicator.h"
 #include "core/tensor.h"
 
 namespace engine::allreduce_bench {
 
-enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter };
+using comm::CollOp;
 
-const char* collective_name(Collective c);              // "all_reduce", ...
-Collective collective_from_name(const std::string& s);  // engine::Error for an unknown name
+// The collectives this benchmark times, in --collective all's order; comm::coll_op_name gives
+// their names ("all_reduce", ...).
+constexpr CollOp kCollectives[] = {CollOp::AllReduce, CollOp::Broadcast, CollOp::Reduce,
+                                   CollOp::AllGather, CollOp::ReduceScatter};
+
+CollOp collective_from_name(const std::string& s);  // engine::Error for an unknown name
 
 // nccl-tests' bus bandwidth factors: all_reduce 2(n-1)/n; all_gather and reduce_scatter (n-1)/n
 // of the total size; broadcast and reduce 1.
-double busbw_factor(Collective c, int world);
+double busbw_factor(CollOp c, int world);
 
 // Elements of the size column: nbytes / 4, for all_gather and reduce_scatter rounded down to a
 // multiple of the world size (the size is the gathered / scattered total, as nccl-tests').
-int64_t total_count(Collective c, int64_t nbytes, int world);
+int64_t total_count(CollOp c, int64_t nbytes, int world);
 
 // Where a rank's buffers live and what moves them.
 struct Backend {
@@ -34,7 +39,7 @@ struct Backend {
 class CollectiveRun {
  public:
   // count: total_count(); root 0 for broadcast and reduce.
-  CollectiveRun(Collective c, comm::Communicator& comm, int64_t count, comm::ReduceOp op,
+  CollectiveRun(CollOp c, comm::Communicator& comm, int64_t count, comm::ReduceOp op,
                 Backend backend = {});
 
   // The collective once: what is timed. On a device a call of no elements is not made (nothing
@@ -54,7 +59,7 @@ class CollectiveRun {
   template <class Comm>
   void run_tensors(Comm& c);
 
-  Collective c_;
+  CollOp c_;
   comm::Communicator& comm_;
   int64_t count_, chunk_;  // chunk_: per-rank share for all_gather / reduce_scatter
   comm::ReduceOp op_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "apps/flags.h"
 #include "core/error.h"
@@ -104,8 +105,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   cfg->check = check == 1;
   cfg->op = comm::reduce_op_from_name(op);
   if (coll == "all")
-    cfg->collectives = {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
-                        Collective::kAllGather, Collective::kReduceScatter};
+    cfg->collectives.assign(std::begin(kCollectives), std::end(kCollectives));
   else
     cfg->collectives = {collective_from_name(coll)};
   return true;

@@ -18,8 +18,8 @@ struct Config {
   double step_factor = 2.0;
   int64_t iters = 0;  // 0: as torch_allreduce.py, max(5, min(200, 2e7 / bytes))
   int64_t warmup = 5;
-  comm::ReduceOp op = comm::ReduceOp::SUM;
-  std::vector<Collective> collectives = {Collective::kAllReduce};
+  comm::ReduceOp op = comm::ReduceOp::Sum;
+  std::vector<CollOp> collectives = {CollOp::AllReduce};
   bool check = true;
   std::string json_path;      // "" = none, "-" = stdout
   int64_t segment_bytes = 0;  // 0: the communicator's default

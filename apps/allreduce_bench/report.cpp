@@ -40,11 +40,11 @@ void print_device_line(FILE* out, const Config& cfg, const std::string& devices,
   std::fflush(out);
 }
 
-void print_table_header(FILE* out, Collective c, int world) {
+void print_table_header(FILE* out, CollOp c, int world) {
   const char* factor = "1";
-  if (c == Collective::kAllReduce) factor = "2(n-1)/n";
-  if (c == Collective::kAllGather || c == Collective::kReduceScatter) factor = "(n-1)/n";
-  std::fprintf(out, "#\n# %s, n = %d, busbw = algbw * %s\n", collective_name(c), world, factor);
+  if (c == CollOp::AllReduce) factor = "2(n-1)/n";
+  if (c == CollOp::AllGather || c == CollOp::ReduceScatter) factor = "(n-1)/n";
+  std::fprintf(out, "#\n# %s, n = %d, busbw = algbw * %s\n", comm::coll_op_name(c), world, factor);
   std::fprintf(out, "# %12s %12s %6s %8s %12s %10s %10s %7s\n", "size(B)", "count", "type", "iters",
                "time(us)", "algbw", "busbw", "#wrong");
   std::fprintf(out, "# %12s %12s %6s %8s %12s %10s %10s %7s\n", "", "(elements)", "", "", "",
@@ -61,7 +61,7 @@ void print_row(FILE* out, const Row& r) {
 }
 
 std::string json_row(const Row& r, const Config& cfg) {
-  Json j = {{"collective", collective_name(r.collective)},
+  Json j = {{"collective", comm::coll_op_name(r.collective)},
             {"world", r.world},
             {"transport", r.transport},
             {"device", cfg.device},

@@ -17,7 +17,7 @@ void print_preamble(FILE* out, const Config& cfg, int world, const std::string& 
 // moves the data, and what the host transport above is still used for.
 void print_device_line(FILE* out, const Config& cfg, const std::string& devices,
                        const std::string& backend);
-void print_table_header(FILE* out, Collective c, int world);
+void print_table_header(FILE* out, CollOp c, int world);
 void print_row(FILE* out, const Row& row);
 std::string json_row(const Row& row, const Config& cfg);
 

@@ -11,10 +11,10 @@
 namespace engine::allreduce_bench {
 
 void run_rank(comm::Communicator& comm, const Config& cfg,
-              const std::function<void(Collective)>& on_table,
+              const std::function<void(CollOp)>& on_table,
               const std::function<void(const Row&)>& on_row, const Backend& backend) {
   const int world = comm.size();
-  for (Collective c : cfg.collectives) {
+  for (CollOp c : cfg.collectives) {
     if (comm.rank() == 0) on_table(c);
     for (int64_t nbytes : cfg.sizes()) {
       Row row;
@@ -28,7 +28,7 @@ void run_rank(comm::Communicator& comm, const Config& cfg,
 
       if (cfg.check) {
         int64_t wrong = run.check();
-        comm.all_reduce(&wrong, 1, DType::I64, comm::ReduceOp::SUM);
+        comm.all_reduce(&wrong, 1, DType::I64, comm::ReduceOp::Sum);
         row.wrong = wrong;
       }
       for (int64_t i = 0; i < cfg.warmup; ++i) run.run();
@@ -40,7 +40,7 @@ void run_rank(comm::Communicator& comm, const Config& cfg,
       int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now() - t0)
                        .count();
-      comm.all_reduce(&ns, 1, DType::I64, comm::ReduceOp::MAX);
+      comm.all_reduce(&ns, 1, DType::I64, comm::ReduceOp::Max);
 
       const double seconds = double(ns) * 1e-9 / double(row.iters);
       row.time_us = seconds * 1e6;

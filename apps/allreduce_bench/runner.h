@@ -11,7 +11,7 @@
 namespace engine::allreduce_bench {
 
 struct Row {
-  Collective collective = Collective::kAllReduce;
+  CollOp collective = CollOp::AllReduce;
   int world = 1;
   std::string transport;
   int64_t bytes = 0, count = 0, iters = 0;
@@ -24,7 +24,7 @@ struct Row {
 // ranks up and combines times and wrong counts; backend says where the buffers live and what
 // moves them (host buffers through comm by default).
 void run_rank(comm::Communicator& comm, const Config& cfg,
-              const std::function<void(Collective)>& on_table,
+              const std::function<void(CollOp)>& on_table,
               const std::function<void(const Row&)>& on_row, const Backend& backend = {});
 
 }  // namespace engine::allreduce_bench

@@ -22,13 +22,13 @@
 namespace engine::bench {
 namespace {
 
-enum class Ceiling { kCompute, kMemory, kMemoryOneThread };
+enum class Ceiling { Compute, Memory, MemoryOneThread };
 
-// The ceilings a case is reported against: GFLOP/s for kCompute, GB/s for the others.
+// The ceilings a case is reported against: GFLOP/s for Compute, GB/s for the others.
 struct CeilingValues {
   double compute = 0, memory = 0, memory1 = 0;
   double of(Ceiling c) const {
-    return c == Ceiling::kCompute ? compute : c == Ceiling::kMemory ? memory : memory1;
+    return c == Ceiling::Compute ? compute : c == Ceiling::Memory ? memory : memory1;
   }
 };
 
@@ -65,7 +65,7 @@ class Case {
     using C = benchmark::Counter;
     if (flops > 0) st.counters["GFLOP/s"] = C(flops * 1e-9, C::kIsIterationInvariantRate);
     st.counters["GB/s"] = C(bytes * 1e-9, C::kIsIterationInvariantRate);
-    const double per_call = ceiling_ == Ceiling::kCompute ? flops * 1e-9 : bytes * 1e-9;
+    const double per_call = ceiling_ == Ceiling::Compute ? flops * 1e-9 : bytes * 1e-9;
     st.counters["pct_of_ceiling"] =
         C(100.0 * per_call / c_.of(ceiling_), C::kIsIterationInvariantRate);
     st.counters["check_err"] = C(result_.err);
@@ -127,7 +127,7 @@ struct Registrar {
 
 // The reduce step as comm's transports call it (comm/reduce.h).
 void comm_reduce_sum(float* dst, const float* src, int64_t count) {
-  comm::reduce_into(dst, src, static_cast<size_t>(count), DType::F32, comm::ReduceOp::SUM);
+  comm::reduce_into(dst, src, static_cast<size_t>(count), DType::F32, comm::ReduceOp::Sum);
 }
 
 std::string site(const std::string& model, const std::string& layer) {
@@ -138,7 +138,8 @@ std::string bsuffix(int64_t n) {
 }
 
 constexpr int64_t kBatches[] = {64, 128};
-constexpr Pass kPasses[] = {Pass::kForward, Pass::kBackwardData, Pass::kBackwardWeight};
+constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardData,
+                                ConvPass::BackwardFilter};
 
 using MakeOp = std::function<std::unique_ptr<Op>()>;
 
@@ -154,18 +155,18 @@ MakeOp either(int d, Args... args) {
 void add_gemm_shaped(Registrar& r) {
   const int d = r.device;
   for (auto& l : linear_sites())
-    for (Pass p : kPasses)
+    for (ConvPass p : kPasses)
       for (int64_t n : kBatches) {
         kernels::LinearShape s{n, l.in, l.out};
         r.add("linear/" + site(l.model, l.layer) + "/" + pass_name(p) + bsuffix(n),
-              Ceiling::kCompute, either<LinearOp, CudaLinearOp>(d, p, s));
+              Ceiling::Compute, either<LinearOp, CudaLinearOp>(d, p, s));
       }
   for (auto& c : conv_sites())
-    for (Pass p : kPasses)
+    for (ConvPass p : kPasses)
       for (int64_t n : kBatches) {
         kernels::Conv2dShape s{n, c.c_in, c.h, c.w, c.c_out, c.k, c.k, 1, c.pad};
         r.add("conv2d/" + site(c.model, c.layer) + "/" + pass_name(p) + bsuffix(n),
-              Ceiling::kCompute, either<Conv2dOp, CudaConv2dOp>(d, p, s));
+              Ceiling::Compute, either<Conv2dOp, CudaConv2dOp>(d, p, s));
       }
 }
 
@@ -176,28 +177,28 @@ void add_layers(Registrar& r) {
       for (bool bwd : {false, true}) {
         kernels::Pool2dShape s{n, a.c, a.h, a.w, 2, 2};
         r.add("max_pool2d/" + site(a.model, a.layer) + (bwd ? "/bwd" : "/fwd") + bsuffix(n),
-              Ceiling::kMemory, either<MaxPool2dOp, CudaMaxPool2dOp>(dev, bwd, s));
+              Ceiling::Memory, either<MaxPool2dOp, CudaMaxPool2dOp>(dev, bwd, s));
       }
     for (auto& a : relu_sites())
       for (bool bwd : {false, true}) {
         int64_t count = n * a.per_sample();
         r.add("relu/" + site(a.model, a.layer) + (bwd ? "/bwd" : "/fwd") + bsuffix(n),
-              Ceiling::kMemory, either<ReluOp, CudaReluOp>(dev, bwd, count));
+              Ceiling::Memory, either<ReluOp, CudaReluOp>(dev, bwd, count));
       }
     for (auto& a : batchnorm_sites())
       for (bool bwd : {false, true}) {
         kernels::BatchNormShape s{n, a.c, a.h * a.w};
         r.add("batch_norm2d_train/" + site(a.model, a.layer) + (bwd ? "/bwd" : "/fwd") + bsuffix(n),
-              Ceiling::kMemory, either<BatchNormTrainOp, CudaBatchNormTrainOp>(dev, bwd, s));
+              Ceiling::Memory, either<BatchNormTrainOp, CudaBatchNormTrainOp>(dev, bwd, s));
       }
     for (bool bwd : {false, true})
       r.add(std::string("log_softmax_nll/all/") + (bwd ? "bwd" : "fwd") + bsuffix(n),
-            Ceiling::kMemory, either<LogSoftmaxNllOp, CudaLogSoftmaxNllOp>(dev, bwd, n, kClasses));
+            Ceiling::Memory, either<LogSoftmaxNllOp, CudaLogSoftmaxNllOp>(dev, bwd, n, kClasses));
     for (auto& d : dropout_sites())
       for (bool bwd : {false, true})
         r.add(std::string(d.per_plane ? "dropout2d/" : "dropout/") + site(d.model, d.layer) +
                   (bwd ? "/bwd" : "/fwd") + bsuffix(n),
-              Ceiling::kMemory,
+              Ceiling::Memory,
               either<DropoutOp, CudaDropoutOp>(dev, bwd, n * d.planes, d.plane_size, d.p,
                                                d.per_plane));
   }
@@ -207,30 +208,30 @@ void add_updates_and_data(Registrar& r) {
   const int dev = r.device;
   for (auto& m : model_params()) {
     auto counts = m.counts;
-    r.add("sgd_step/" + m.model + "/all_params", Ceiling::kMemory,
+    r.add("sgd_step/" + m.model + "/all_params", Ceiling::Memory,
           either<SgdOp, CudaSgdOp>(dev, counts));
-    r.add("adam_step/" + m.model + "/all_params", Ceiling::kMemory,
+    r.add("adam_step/" + m.model + "/all_params", Ceiling::Memory,
           either<AdamOp, CudaAdamOp>(dev, counts));
   }
   for (int64_t nbytes = 4 << 10; nbytes <= (64 << 20); nbytes *= 4) {
     std::string size = nbytes >= (1 << 20) ? std::to_string(nbytes >> 20) + "MB"
                                            : std::to_string(nbytes >> 10) + "KB";
     if (r.cuda()) {  // kernels' reduce step on the device; comm's runs on the host only
-      r.add("reduce_into_sum/kernels/" + size, Ceiling::kMemory,
+      r.add("reduce_into_sum/kernels/" + size, Ceiling::Memory,
             [=] { return std::make_unique<CudaReduceSumOp>(dev, nbytes / 4); });
       continue;
     }
-    r.add("reduce_into_sum/kernels/" + size, Ceiling::kMemoryOneThread,
+    r.add("reduce_into_sum/kernels/" + size, Ceiling::MemoryOneThread,
           [=] { return std::make_unique<ReduceSumOp>(nbytes / 4); });
-    r.add("reduce_into_sum/comm/" + size, Ceiling::kMemoryOneThread,
+    r.add("reduce_into_sum/comm/" + size, Ceiling::MemoryOneThread,
           [=] { return std::make_unique<ReduceSumOp>(nbytes / 4, comm_reduce_sum); });
   }
   if (r.cuda()) return;  // IDX decoding and normalisation run on the host only
   for (bool gz : {false, true})
-    r.add(std::string("idx_decode/") + (gz ? "gzip" : "raw") + "/10000_images", Ceiling::kMemory,
+    r.add(std::string("idx_decode/") + (gz ? "gzip" : "raw") + "/10000_images", Ceiling::Memory,
           [=] { return make_idx_decode_op(10000, gz); });
   for (int64_t n : kBatches)
-    r.add("normalize/mnist" + bsuffix(n), Ceiling::kMemory, [=] { return make_normalize_op(n); });
+    r.add("normalize/mnist" + bsuffix(n), Ceiling::Memory, [=] { return make_normalize_op(n); });
 }
 
 }  // namespace

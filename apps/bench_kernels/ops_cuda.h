@@ -129,7 +129,7 @@ class DeviceBuffer {
 // x (N, in), w (out, in), b (out), dy (N, out), as LinearOp; cuBLAS SGEMM.
 class CudaLinearOp : public Op {
  public:
-  CudaLinearOp(int device, Pass pass, const kernels::LinearShape& s)
+  CudaLinearOp(int device, ConvPass pass, const kernels::LinearShape& s)
       : dev_(device),
         pass_(pass),
         s_(s),
@@ -148,13 +148,13 @@ class CudaLinearOp : public Op {
   void run() override {
     namespace kg = kernels::cuda;
     switch (pass_) {
-      case Pass::kForward:
+      case ConvPass::Forward:
         kg::linear_forward(dev_, x_, w_, b_, y_, s_);
         break;
-      case Pass::kBackwardData:
+      case ConvPass::BackwardData:
         kg::linear_backward_data(dev_, dy_, w_, dx_, s_);
         break;
-      case Pass::kBackwardWeight:
+      case ConvPass::BackwardFilter:
         kg::linear_backward_weight(dev_, dy_, x_, dw_, s_, 0.f);
         break;
     }
@@ -165,14 +165,14 @@ class CudaLinearOp : public Op {
     dx_.poison();
     dw_.poison();
     run();
-    if (pass_ == Pass::kForward) {
+    if (pass_ == ConvPass::Forward) {
       Buffer<float> want(s_.n * s_.out);
       kernels::ref::linear_forward(hx_, hw_, hb_, want, s_);
       return compare("y", y_.to_host(), want, want.count(), cublas_tol(s_.in));
     }
     Buffer<float> dx(s_.n * s_.in), dw(s_.out * s_.in), db(s_.out);
     kernels::ref::linear_backward(hx_, hw_, hdy_, dx, dw, db, s_);
-    if (pass_ == Pass::kBackwardData)
+    if (pass_ == ConvPass::BackwardData)
       return compare("dx", dx_.to_host(), dx, dx.count(), cublas_tol(s_.out));
     return compare("dw", dw_.to_host(), dw, dw.count(), cublas_tol(s_.n));
   }
@@ -180,12 +180,12 @@ class CudaLinearOp : public Op {
   double flops() const override { return 2.0 * s_.n * s_.in * s_.out; }
   double bytes() const override {
     double x = s_.n * s_.in, w = s_.out * s_.in, y = s_.n * s_.out;
-    return 4.0 * (pass_ == Pass::kForward ? x + w + s_.out + y : x + w + y);
+    return 4.0 * (pass_ == ConvPass::Forward ? x + w + s_.out + y : x + w + y);
   }
 
  private:
   int dev_;
-  Pass pass_;
+  ConvPass pass_;
   kernels::LinearShape s_;
   Buffer<float> hx_, hw_, hb_, hdy_;
   DeviceBuffer<float> x_, w_, b_, dy_, y_, dx_, dw_;
@@ -195,7 +195,7 @@ class CudaLinearOp : public Op {
 // Backward weight is the filter gradient then the bias gradient (beta 0), as training calls them.
 class CudaConv2dOp : public Op {
  public:
-  CudaConv2dOp(int device, Pass pass, const kernels::Conv2dShape& s)
+  CudaConv2dOp(int device, ConvPass pass, const kernels::Conv2dShape& s)
       : dev_(device),
         pass_(pass),
         s_(s),
@@ -215,13 +215,13 @@ class CudaConv2dOp : public Op {
   void run() override {
     namespace kg = kernels::cuda;
     switch (pass_) {
-      case Pass::kForward:
+      case ConvPass::Forward:
         kg::conv2d_forward(dev_, x_, w_, b_, y_, s_);
         break;
-      case Pass::kBackwardData:
+      case ConvPass::BackwardData:
         kg::conv2d_backward_data(dev_, dy_, w_, dx_, s_);
         break;
-      case Pass::kBackwardWeight:
+      case ConvPass::BackwardFilter:
         kg::conv2d_backward_filter(dev_, x_, dy_, dw_, nullptr, s_, 0.f);
         kg::conv2d_backward_bias(dev_, dy_, db_, s_, 0.f);
         break;
@@ -236,18 +236,18 @@ class CudaConv2dOp : public Op {
     run();
     namespace kr = kernels::ref;
     switch (pass_) {
-      case Pass::kForward: {
+      case ConvPass::Forward: {
         Buffer<float> want(s_.y_count());
         kr::conv2d_forward(hx_, hw_, hb_, want, s_);
         return compare("y", y_.to_host(), want, want.count(), cudnn_tol(s_.k()));
       }
-      case Pass::kBackwardData: {
+      case ConvPass::BackwardData: {
         Buffer<float> want(s_.x_count());
         kr::conv2d_backward_data(hdy_, hw_, want, s_);
         return compare("dx", dx_.to_host(), want, want.count(),
                        cudnn_tol(s_.c_out * s_.kh * s_.kw));
       }
-      case Pass::kBackwardWeight:
+      case ConvPass::BackwardFilter:
         break;
     }
     Buffer<float> dw(s_.w_count()), db(s_.c_out);
@@ -265,7 +265,7 @@ class CudaConv2dOp : public Op {
 
  private:
   int dev_;
-  Pass pass_;
+  ConvPass pass_;
   kernels::Conv2dShape s_;
   Buffer<float> hx_, hw_, hb_, hdy_;
   DeviceBuffer<float> x_, w_, b_, dy_, y_, dx_, dw_, db_;
@@ -686,7 +686,7 @@ class CudaReduceSumOp : public Op {
         dst_(device, hdst_),
         src_(device, hsrc_) {}
   void run() override {
-    kernels::cuda::reduce_into(dev_, dst_.get(), src_.get(), n_, kernels::ReduceOp::kSum);
+    kernels::cuda::reduce_into(dev_, dst_.get(), src_.get(), n_, kernels::ReduceOp::Sum);
   }
   CheckResult check() override {
     std::vector<float> want = hdst_.copy();  // what dst_ holds before the step

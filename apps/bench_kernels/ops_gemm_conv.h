@@ -11,16 +11,16 @@
 
 namespace engine::bench {
 
-// Forward, the input gradient, the weight gradient.
-enum class Pass { kForward, kBackwardData, kBackwardWeight };
+// Forward, the input gradient, the weight gradient: of linear and conv2d alike.
+using kernels::cpu::ConvPass;
 
-inline const char* pass_name(Pass p) {
+inline const char* pass_name(ConvPass p) {
   switch (p) {
-    case Pass::kForward:
+    case ConvPass::Forward:
       return "fwd";
-    case Pass::kBackwardData:
+    case ConvPass::BackwardData:
       return "bwd_data";
-    case Pass::kBackwardWeight:
+    case ConvPass::BackwardFilter:
       return "bwd_weight";
   }
   return "?";
@@ -29,7 +29,7 @@ inline const char* pass_name(Pass p) {
 // x (N, in), w (out, in), b (out), dy (N, out). Backward weight runs with beta 0, as training.
 class LinearOp : public Op {
  public:
-  LinearOp(Pass pass, const kernels::LinearShape& s)
+  LinearOp(ConvPass pass, const kernels::LinearShape& s)
       : pass_(pass),
         s_(s),
         x_(uniform(s.n * s.in, 1)),
@@ -43,13 +43,13 @@ class LinearOp : public Op {
   void run() override {
     namespace kc = kernels::cpu;
     switch (pass_) {
-      case Pass::kForward:
+      case ConvPass::Forward:
         kc::linear_forward(x_, w_, b_, y_, s_);
         break;
-      case Pass::kBackwardData:
+      case ConvPass::BackwardData:
         kc::linear_backward_data(dy_, w_, dx_, s_);
         break;
-      case Pass::kBackwardWeight:
+      case ConvPass::BackwardFilter:
         kc::linear_backward_weight(dy_, x_, dw_, s_, 0.f);
         break;
     }
@@ -57,25 +57,25 @@ class LinearOp : public Op {
 
   CheckResult check() override {
     run();
-    if (pass_ == Pass::kForward) {
+    if (pass_ == ConvPass::Forward) {
       Buffer<float> want(s_.n * s_.out);
       kernels::ref::linear_forward(x_, w_, b_, want, s_);
       return compare("y", y_, want, want.count(), sum_tol(s_.in));
     }
     Buffer<float> dx(s_.n * s_.in), dw(s_.out * s_.in), db(s_.out);
     kernels::ref::linear_backward(x_, w_, dy_, dx, dw, db, s_);
-    if (pass_ == Pass::kBackwardData) return compare("dx", dx_, dx, dx.count(), sum_tol(s_.out));
+    if (pass_ == ConvPass::BackwardData) return compare("dx", dx_, dx, dx.count(), sum_tol(s_.out));
     return compare("dw", dw_, dw, dw.count(), sum_tol(s_.n));
   }
 
   double flops() const override { return 2.0 * s_.n * s_.in * s_.out; }
   double bytes() const override {
     double x = s_.n * s_.in, w = s_.out * s_.in, y = s_.n * s_.out;
-    return 4.0 * (pass_ == Pass::kForward ? x + w + s_.out + y : x + w + y);
+    return 4.0 * (pass_ == ConvPass::Forward ? x + w + s_.out + y : x + w + y);
   }
 
  private:
-  Pass pass_;
+  ConvPass pass_;
   kernels::LinearShape s_;
   Buffer<float> x_, w_, b_, dy_, y_, dx_, dw_;
 };
@@ -84,8 +84,8 @@ class LinearOp : public Op {
 // the filter gradient with the bias gradient fused (beta 0), as training calls it.
 class Conv2dOp : public Op {
  public:
-  Conv2dOp(Pass pass, const kernels::Conv2dShape& s,
-           kernels::cpu::ConvAlgo algo = kernels::cpu::ConvAlgo::kAuto)
+  Conv2dOp(ConvPass pass, const kernels::Conv2dShape& s,
+           kernels::cpu::ConvAlgo algo = kernels::cpu::ConvAlgo::Auto)
       : pass_(pass),
         s_(s),
         algo_(algo),
@@ -105,13 +105,13 @@ class Conv2dOp : public Op {
   void run() override {
     namespace kc = kernels::cpu;
     switch (pass_) {
-      case Pass::kForward:
+      case ConvPass::Forward:
         kc::conv2d_forward(x_, w_, b_, y_, s_, ws_, ws_.count(), algo_);
         break;
-      case Pass::kBackwardData:
+      case ConvPass::BackwardData:
         kc::conv2d_backward_data(dy_, w_, dx_, s_, ws_, ws_.count(), algo_);
         break;
-      case Pass::kBackwardWeight:
+      case ConvPass::BackwardFilter:
         kc::conv2d_backward_filter(x_, dy_, dw_, db_, s_, 0.f, ws_, ws_.count(), algo_);
         break;
     }
@@ -121,17 +121,17 @@ class Conv2dOp : public Op {
     run();
     namespace kr = kernels::ref;
     switch (pass_) {
-      case Pass::kForward: {
+      case ConvPass::Forward: {
         Buffer<float> want(s_.y_count());
         kr::conv2d_forward(x_, w_, b_, want, s_);
         return compare("y", y_, want, want.count(), sum_tol(s_.k()));
       }
-      case Pass::kBackwardData: {
+      case ConvPass::BackwardData: {
         Buffer<float> want(s_.x_count());
         kr::conv2d_backward_data(dy_, w_, want, s_);
         return compare("dx", dx_, want, want.count(), sum_tol(s_.c_out * s_.kh * s_.kw));
       }
-      case Pass::kBackwardWeight:
+      case ConvPass::BackwardFilter:
         break;
     }
     Buffer<float> dw(s_.w_count()), db(s_.c_out);
@@ -148,7 +148,7 @@ class Conv2dOp : public Op {
   }
 
  private:
-  Pass pass_;
+  ConvPass pass_;
   kernels::Conv2dShape s_;
   kernels::cpu::ConvAlgo algo_;
   Buffer<float> x_, w_, b_, dy_, y_, dx_, dw_, db_, ws_;

@@ -97,7 +97,7 @@ class AdamOp : public Op {
 using ReduceSumFn = void (*)(float* dst, const float* src, int64_t count);
 
 inline void kernels_reduce_sum(float* dst, const float* src, int64_t count) {
-  kernels::cpu::reduce_into(dst, src, count, kernels::ReduceOp::kSum);
+  kernels::cpu::reduce_into(dst, src, count, kernels::ReduceOp::Sum);
 }
 
 // The ring's reduce step dst += src over count floats: kernels/cpu/reduce.h by default; the

@@ -101,12 +101,12 @@ std::vector<CheckResult> run_nccl_checks(Device dev) {
   const std::vector<float> v{1.f, -2.f, 3.5f, 0.25f, 7.f};
   out.push_back(run_check("nccl", "all_reduce sum", 0, [&] {
     Tensor t = Tensor::from_vector(v, {5}, dev);
-    nccl->all_reduce(t, comm::ReduceOp::SUM);
+    nccl->all_reduce(t, comm::ReduceOp::Sum);
     return rel_error(t, Tensor::from_vector(v, {5}));
   }));
   out.push_back(run_check("nccl", "all_reduce avg", 0, [&] {
     Tensor t = Tensor::from_vector(v, {5}, dev);
-    nccl->all_reduce(t, comm::ReduceOp::AVG);
+    nccl->all_reduce(t, comm::ReduceOp::Avg);
     return rel_error(t, Tensor::from_vector(v, {5}));
   }));
   out.push_back(run_check("nccl", "broadcast / all_gather / reduce_scatter", 0, [&] {

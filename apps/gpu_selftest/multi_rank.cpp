@@ -126,7 +126,7 @@ int run_child(const std::string& backend, int rank, int world, const std::string
     } else if (backend == "ring-ipc") {
       std::string why = comm::CudaIpcRing::unsupported_reason(dev.index);
       int64_t ok = why.empty() ? 1 : 0;
-      c->all_reduce(&ok, 1, DType::I64, comm::ReduceOp::MIN);
+      c->all_reduce(&ok, 1, DType::I64, comm::ReduceOp::Min);
       if (!ok) {
         std::fprintf(stderr, "[rank %d] ring-ipc: %s\n", rank,
                      why.empty() ? "the other rank cannot use CUDA IPC" : why.c_str());
@@ -141,16 +141,16 @@ int run_child(const std::string& backend, int rank, int world, const std::string
     for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{(1 << 20) + 3}}) {
       std::vector<float> v(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) v[i] = value(rank, i);
-      for (comm::ReduceOp op : {comm::ReduceOp::SUM, comm::ReduceOp::AVG}) {
+      for (comm::ReduceOp op : {comm::ReduceOp::Sum, comm::ReduceOp::Avg}) {
         Tensor t = Tensor::from_vector(v, {n}, dev);
         c->all_reduce(t, op);
         const std::vector<float> got = t.to_vector();
         for (int64_t i = 0; i < n; ++i) {
           float want = 0;
           for (int q = 0; q < world; ++q) want += value(q, i);
-          if (op == comm::ReduceOp::AVG) want /= static_cast<float>(world);
+          if (op == comm::ReduceOp::Avg) want /= static_cast<float>(world);
           ENGINE_CHECK(std::fabs(got[i] - want) <= 1e-6f * std::fabs(want), backend,
-                       " all_reduce of ", n, " floats (", op == comm::ReduceOp::SUM ? "SUM" : "AVG",
+                       " all_reduce of ", n, " floats (", op == comm::ReduceOp::Sum ? "SUM" : "AVG",
                        "): element ", i, " is ", got[i], ", expected ", want);
         }
       }

@@ -104,7 +104,7 @@ std::string describe_phase(const DemoRun& run, size_t frame) {
         "completed, then the one it just received. It stores the chunk (r-s) arriving from the\n"
         "left over its partial copy. Afterwards every rank holds every completed chunk.\n",
         W - 1, W == 2 ? "" : "s");
-    if (run.cfg.op == ReduceOp::AVG) {
+    if (run.cfg.op == ReduceOp::Avg) {
       s += str(
           "op avg: each owner divides its completed chunk by %d once, just before sending it.\n",
           W);

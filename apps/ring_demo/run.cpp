@@ -147,11 +147,11 @@ void check_config(const Config& c) {
 
 const OpWords& op_words(comm::ReduceOp op) {
   static const OpWords kWords[] = {
-      {comm::ReduceOp::SUM, "sum", "adds", "sum"},
-      {comm::ReduceOp::AVG, "avg", "adds", "mean"},
-      {comm::ReduceOp::MAX, "max", "keeps the max", "max"},
-      {comm::ReduceOp::MIN, "min", "keeps the min", "min"},
-      {comm::ReduceOp::PROD, "prod", "multiplies", "product"},
+      {comm::ReduceOp::Sum, "sum", "adds", "sum"},
+      {comm::ReduceOp::Avg, "avg", "adds", "mean"},
+      {comm::ReduceOp::Max, "max", "keeps the max", "max"},
+      {comm::ReduceOp::Min, "min", "keeps the min", "min"},
+      {comm::ReduceOp::Prod, "prod", "multiplies", "product"},
   };
   for (const OpWords& w : kWords)
     if (w.op == op) return w;
@@ -166,20 +166,20 @@ std::vector<float> direct_reduce(const std::vector<std::vector<float>>& inputs, 
     for (size_t r = 1; r < inputs.size(); ++r) {
       const double v = inputs[r][i];
       switch (op) {
-        case comm::ReduceOp::MAX:
+        case comm::ReduceOp::Max:
           acc = std::max(acc, v);
           break;
-        case comm::ReduceOp::MIN:
+        case comm::ReduceOp::Min:
           acc = std::min(acc, v);
           break;
-        case comm::ReduceOp::PROD:
+        case comm::ReduceOp::Prod:
           acc *= v;
           break;
         default:
           acc += v;
       }
     }
-    if (op == comm::ReduceOp::AVG) acc /= static_cast<double>(inputs.size());
+    if (op == comm::ReduceOp::Avg) acc /= static_cast<double>(inputs.size());
     out[i] = static_cast<float>(acc);
   }
   return out;
@@ -188,12 +188,12 @@ std::vector<float> direct_reduce(const std::vector<std::vector<float>>& inputs, 
 bool close_enough(const std::vector<std::vector<float>>& inputs, comm::ReduceOp op, size_t i,
                   float got, float want) {
   if (got == want) return true;
-  if (op == comm::ReduceOp::MAX || op == comm::ReduceOp::MIN) return false;
+  if (op == comm::ReduceOp::Max || op == comm::ReduceOp::Min) return false;
   // The ring adds in another order than the direct loop: allow float rounding of each addition.
   double scale = 0;
   for (auto& in : inputs) scale += std::fabs(in[i]);
-  if (op == comm::ReduceOp::PROD) scale = std::fabs(want);
-  if (op == comm::ReduceOp::AVG) scale /= static_cast<double>(inputs.size());
+  if (op == comm::ReduceOp::Prod) scale = std::fabs(want);
+  if (op == comm::ReduceOp::Avg) scale /= static_cast<double>(inputs.size());
   const double tol =
       4.0 * static_cast<double>(inputs.size()) * std::numeric_limits<float>::epsilon() * scale;
   return std::fabs(static_cast<double>(got) - want) <= tol;
@@ -233,7 +233,7 @@ DemoRun run_demo(const Config& cfg) {
     for (int c = 0; c < W; ++c) start.holds[r][c] = uint64_t{1} << r;
   run.frames.push_back(start);
 
-  const bool avg = cfg.op == comm::ReduceOp::AVG;
+  const bool avg = cfg.op == comm::ReduceOp::Avg;
   for (int k = 0; k < 2 * (W - 1); ++k) {
     const Frame& prev = run.frames.back();
     Frame f = prev;

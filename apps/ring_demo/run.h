@@ -20,7 +20,7 @@ constexpr int kMaxWorld = 64;
 struct Config {
   int world = 4;
   size_t count = 8;  // float32 elements per rank
-  comm::ReduceOp op = comm::ReduceOp::SUM;
+  comm::ReduceOp op = comm::ReduceOp::Sum;
   size_t segment = 0;         // pipelining grain in elements; 0 = one segment per chunk
   std::vector<float> values;  // world * count, rank-major; empty = rank r holds r*100 + i
 };

@@ -21,7 +21,7 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
   // One MIN over [on cuda, IPC usable, -on cuda]: the last is minus the MAX of "on cuda".
   const int64_t on_cuda = dev.is_cuda() ? 1 : 0;
   int64_t mins[3] = {on_cuda, why_not_ipc.empty() ? 1 : 0, -on_cuda};
-  comm.all_reduce(mins, 3, DType::I64, comm::ReduceOp::MIN);
+  comm.all_reduce(mins, 3, DType::I64, comm::ReduceOp::Min);
   ENGINE_CHECK(mins[0] == -mins[2], "rank ", comm.rank(), " trains on ", dev.str(),
                " but other ranks train on ", dev.is_cuda() ? "the cpu" : "a GPU",
                ": every rank needs a GPU (or pass --device cpu)");

@@ -40,8 +40,8 @@ void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator
   model.train();
   if (comm) {
     float l = static_cast<float>(loss_sum);
-    comm->all_reduce(&l, 1, DType::F32, comm::ReduceOp::SUM);
-    comm->all_reduce(&correct, 1, DType::I64, comm::ReduceOp::SUM);
+    comm->all_reduce(&l, 1, DType::F32, comm::ReduceOp::Sum);
+    comm->all_reduce(&correct, 1, DType::I64, comm::ReduceOp::Sum);
     loss_sum = l;
   }
   r->test_count = test.count;
@@ -160,7 +160,7 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   int64_t batches = t.batches;
   if (comm_) {
     float sums[2] = {static_cast<float>(loss_sum), static_cast<float>(batches)};
-    comm_->all_reduce(sums, 2, DType::F32, comm::ReduceOp::SUM);
+    comm_->all_reduce(sums, 2, DType::F32, comm::ReduceOp::Sum);
     loss_sum = sums[0];
     batches = static_cast<int64_t>(sums[1]);
   }

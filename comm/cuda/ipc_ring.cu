@@ -110,17 +110,17 @@ void log_failure(cudaError_t e, const char* what, int rank) {
 
 void launch_kernel(ReduceOp op, const ipc::RingArgs& a, int blocks, cudaStream_t stream) {
   switch (op) {
-    case ReduceOp::SUM:
-    case ReduceOp::AVG:  // a sum, divided by W where each chunk's sum is final
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:  // a sum, divided by W where each chunk's sum is final
       ipc::ipc_ring_kernel<<<blocks, ipc::kThreads, 0, stream>>>(a, kernels::SumOp{});
       break;
-    case ReduceOp::PROD:
+    case ReduceOp::Prod:
       ipc::ipc_ring_kernel<<<blocks, ipc::kThreads, 0, stream>>>(a, kernels::ProdOp{});
       break;
-    case ReduceOp::MAX:
+    case ReduceOp::Max:
       ipc::ipc_ring_kernel<<<blocks, ipc::kThreads, 0, stream>>>(a, kernels::MaxOp{});
       break;
-    case ReduceOp::MIN:
+    case ReduceOp::Min:
       ipc::ipc_ring_kernel<<<blocks, ipc::kThreads, 0, stream>>>(a, kernels::MinOp{});
       break;
   }
@@ -371,7 +371,7 @@ void CudaIpcRing::Impl::new_generation(const CudaIpcRing& ring, int64_t cap, uin
 void CudaIpcRing::Impl::reset_control() {
   volatile Control* c = ctl;
   c->abort = 0;
-  for (int b = 0; b < kMaxBlocks; ++b) c->waits[b].state = ipc::kWaitNone;
+  for (int b = 0; b < kMaxBlocks; ++b) c->waits[b].state = ipc::WaitState::None;
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
@@ -380,8 +380,8 @@ int CudaIpcRing::Impl::failed_block() const {
   int found = -1;
   for (int b = 0; b < blocks; ++b) {
     const uint32_t s = c->waits[b].state;
-    if (s == ipc::kWaitTimedOut) return b;
-    if (s == ipc::kWaitAborted && found < 0) found = b;
+    if (s == ipc::WaitState::TimedOut) return b;
+    if (s == ipc::WaitState::Aborted && found < 0) found = b;
   }
   return found;
 }
@@ -402,8 +402,8 @@ std::string CudaIpcRing::Impl::describe(const CudaIpcRing& ring, const WaitRecor
   const Millis waited(static_cast<int64_t>(w.waited_ns / 1000000));
   return detail::concat(
       "ipc_ring all_reduce #", seq, " of ", count, " floats (", reduce_op_name(op), ") on rank ", r,
-      " of ", W, " (cuda:", device,
-      "): ", w.state == ipc::kWaitTimedOut ? "timed out after " : "aborted by the host after ",
+      " of ", W, " (cuda:", device, "): ",
+      w.state == ipc::WaitState::TimedOut ? "timed out after " : "aborted by the host after ",
       seconds_str(waited), " waiting for ", what, " (timeout ", seconds_str(ring.opts_.timeout),
       "); the ring is broken");
 }
@@ -568,7 +568,7 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
   a.rank = rank_;
   a.world = world_;
   a.next_blocks = m.next_blocks;
-  a.avg = op == ReduceOp::AVG;
+  a.avg = op == ReduceOp::Avg;
   a.vec = reinterpret_cast<uintptr_t>(data) % 16 == 0;
   m.reset_control();
   m.seq = seq;

@@ -16,7 +16,7 @@ constexpr int kAlign = 4;       // chunks start at multiples of 4 floats: 16-byt
 
 // What thread 0 of a block was waiting for when it gave up; in host-mapped memory, written by the
 // kernel (state last), read by the host once the kernel has ended.
-enum WaitState : uint32_t { kWaitNone = 0, kWaitTimedOut = 1, kWaitAborted = 2 };
+enum WaitState : uint32_t { None = 0, TimedOut = 1, Aborted = 2 };
 struct WaitRecord {
   uint32_t state;
   int32_t unit;     // the ring unit; -1: the wait for next's done counters
@@ -56,14 +56,14 @@ struct RingArgs {
 };
 
 // The units of the ring for rank r, each on chunk `chunk` (indices mod W):
-//   kSend      unit 0           next.rs = local
-//   kReduce    unit 1..W-2      next.rs = rs op local
-//   kFinal     unit W-1         local = next.ag = rs op local (/W for AVG)
-//   kCopy      unit W..2W-3     local = next.ag = ag
-//   kLastCopy  unit 2W-2        local = ag
+//   Send       unit 0           next.rs = local
+//   Reduce     unit 1..W-2      next.rs = rs op local
+//   Final      unit W-1         local = next.ag = rs op local (/W for AVG)
+//   Copy       unit W..2W-3     local = next.ag = ag
+//   LastCopy   unit 2W-2        local = ag
 // Unit u < 2W-2 moves the chunk that step u of the schedule (comm/ring.h, both phases in a row)
 // sends: the one step u-1 received. The last unit stores what the last step received.
-enum UnitKind : int { kSend, kReduce, kFinal, kCopy, kLastCopy };
+enum UnitKind : int { Send, Reduce, Final, Copy, LastCopy };
 struct RingUnit {
   int kind;
   int chunk;
@@ -76,11 +76,11 @@ ENGINE_HD RingSchedule ring_schedule(int64_t count, int rank, int world) {
 
 ENGINE_HD RingUnit ring_unit(const RingSchedule& s, int u) {
   const int W = s.world(), last = 2 * W - 2;
-  const int kind = u == 0       ? kSend
-                   : u < W - 1  ? kReduce
-                   : u == W - 1 ? kFinal
-                   : u < last   ? kCopy
-                                : kLastCopy;
+  const int kind = u == 0       ? UnitKind::Send
+                   : u < W - 1  ? UnitKind::Reduce
+                   : u == W - 1 ? UnitKind::Final
+                   : u < last   ? UnitKind::Copy
+                                : UnitKind::LastCopy;
   if (u < last) return {kind, s.send_chunk(s.phase_of(u), s.phase_step(u))};
   return {kind, s.recv_chunk(s.phase_of(last - 1), s.phase_step(last - 1))};
 }
@@ -111,11 +111,11 @@ ENGINE_HD RingSpan ring_span(const RingSchedule& s, int chunk, int64_t j, int64_
 // One element of a unit: `in` from this rank's staging, `local` from the user's buffer.
 template <int kKind, class Op>
 ENGINE_HD float ring_elem(Op op, float in, float local, bool avg, float world) {
-  if constexpr (kKind == kSend) {
+  if constexpr (kKind == UnitKind::Send) {
     return local;
-  } else if constexpr (kKind == kReduce) {
+  } else if constexpr (kKind == UnitKind::Reduce) {
     return op(in, local);
-  } else if constexpr (kKind == kFinal) {
+  } else if constexpr (kKind == UnitKind::Final) {
     const float v = op(in, local);
     return avg ? v / world : v;
   } else {
@@ -161,7 +161,7 @@ __device__ inline bool spin_until(Control* ctl, uint64_t timeout_ns, const uint6
       w->seen = seen;
       w->wanted = want;
       __threadfence_system();
-      w->state = timed_out ? kWaitTimedOut : kWaitAborted;
+      w->state = timed_out ? WaitState::TimedOut : WaitState::Aborted;
       return false;
     }
   }
@@ -200,13 +200,16 @@ __device__ __forceinline__ float4 ring_elem4(float4 in, float4 local, auto f) {
 // so it must come from L2, never from a stale L1 line.
 template <int kKind, class Op>
 __device__ __forceinline__ void move_segment(const RingArgs& a, Op op, int64_t lo, int64_t n) {
-  constexpr bool kReadsLocal = kKind == kSend || kKind == kReduce || kKind == kFinal;
-  constexpr bool kReadsIn = kKind != kSend;
-  constexpr bool kWritesLocal = kKind == kFinal || kKind == kCopy || kKind == kLastCopy;
-  constexpr bool kWritesNext = kKind != kLastCopy;
+  constexpr bool kReadsLocal =
+      kKind == UnitKind::Send || kKind == UnitKind::Reduce || kKind == UnitKind::Final;
+  constexpr bool kReadsIn = kKind != UnitKind::Send;
+  constexpr bool kWritesLocal =
+      kKind == UnitKind::Final || kKind == UnitKind::Copy || kKind == UnitKind::LastCopy;
+  constexpr bool kWritesNext = kKind != UnitKind::LastCopy;
   float* local = a.data + lo;
-  const float* in = (kKind == kReduce || kKind == kFinal ? a.own_rs : a.own_ag) + lo;
-  float* out = (kKind == kSend || kKind == kReduce ? a.next_rs : a.next_ag) + lo;
+  const float* in =
+      (kKind == UnitKind::Reduce || kKind == UnitKind::Final ? a.own_rs : a.own_ag) + lo;
+  float* out = (kKind == UnitKind::Send || kKind == UnitKind::Reduce ? a.next_rs : a.next_ag) + lo;
   const bool avg = a.avg;
   const float world = static_cast<float>(a.world);
   auto f = [op, avg, world](float x, float y) { return ring_elem<kKind>(op, x, y, avg, world); };
@@ -269,29 +272,29 @@ __global__ void __launch_bounds__(kThreads) ipc_ring_kernel(const RingArgs a, co
       const RingSpan span = ring_span(sched, unit.chunk, j, a.seg_elems);
       const int64_t lo = span.lo, hi = span.hi;
       if (lo >= hi) break;  // the rest of this chunk is past the end of the buffer
-      if (unit.kind != kSend) {
+      if (unit.kind != UnitKind::Send) {
         const uint64_t* flag = a.own_flags + ring_flag_index(ring_in_phase(u, world), unit.chunk, j,
                                                              world, a.nseg_cap);
         if (!block_wait(a, flag, a.seq, u, unit.chunk, j)) return;
       }
       switch (unit.kind) {
-        case kSend:
-          move_segment<kSend>(a, op, lo, hi - lo);
+        case UnitKind::Send:
+          move_segment<UnitKind::Send>(a, op, lo, hi - lo);
           break;
-        case kReduce:
-          move_segment<kReduce>(a, op, lo, hi - lo);
+        case UnitKind::Reduce:
+          move_segment<UnitKind::Reduce>(a, op, lo, hi - lo);
           break;
-        case kFinal:
-          move_segment<kFinal>(a, op, lo, hi - lo);
+        case UnitKind::Final:
+          move_segment<UnitKind::Final>(a, op, lo, hi - lo);
           break;
-        case kCopy:
-          move_segment<kCopy>(a, op, lo, hi - lo);
+        case UnitKind::Copy:
+          move_segment<UnitKind::Copy>(a, op, lo, hi - lo);
           break;
         default:
-          move_segment<kLastCopy>(a, op, lo, hi - lo);
+          move_segment<UnitKind::LastCopy>(a, op, lo, hi - lo);
           break;
       }
-      if (unit.kind != kLastCopy)
+      if (unit.kind != UnitKind::LastCopy)
         block_signal(a.next_flags + ring_flag_index(ring_out_phase(u, world), unit.chunk, j, world,
                                                     a.nseg_cap),
                      a.seq);

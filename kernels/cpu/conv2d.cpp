@@ -24,22 +24,11 @@ void check_shape(const Conv2dShape& s, const char* what) {
 }
 
 bool use_direct(const Conv2dShape& s, ConvAlgo algo, const char* what) {
-  if (algo == ConvAlgo::kIm2col) return false;
+  if (algo == ConvAlgo::Im2col) return false;
   bool ok = detail::direct_supported(s);
-  ENGINE_CHECK(ok || algo == ConvAlgo::kAuto, what,
+  ENGINE_CHECK(ok || algo == ConvAlgo::Auto, what,
                ": direct kernels need AVX-512, stride 1 and pad <= k-1");
   return ok;
-}
-
-detail::Direct direct_kind(ConvAlgo algo) {
-  switch (algo) {
-    case ConvAlgo::kFlat:
-      return detail::Direct::kFlat;
-    case ConvAlgo::kChannelVector:
-      return detail::Direct::kCv;
-    default:
-      return detail::Direct::kAuto;
-  }
 }
 
 void check_ws(int64_t need, int64_t have, const char* what) {
@@ -91,7 +80,7 @@ void col2im(const float* col, const Conv2dShape& s, float* dx) {
   });
 }
 
-// kAuto's workspace for s, from the CPU allocator's size-class cache (no fresh page faults in a
+// Auto's workspace for s, from the CPU allocator's size-class cache (no fresh page faults in a
 // training step), returned when the pass ends.
 class Workspace {
  public:
@@ -118,9 +107,9 @@ int64_t im2col_ws(const Conv2dShape& s) {
 }  // namespace
 
 bool conv2d_algo_supported(const Conv2dShape& s, ConvAlgo algo, ConvPass pass) {
-  if (algo == ConvAlgo::kAuto || algo == ConvAlgo::kIm2col) return true;
+  if (algo == ConvAlgo::Auto || algo == ConvAlgo::Im2col) return true;
   if (!detail::direct_supported(s)) return false;
-  return algo != ConvAlgo::kChannelVector || pass != ConvPass::kBackwardFilter ||
+  return algo != ConvAlgo::ChannelVector || pass != ConvPass::BackwardFilter ||
          detail::direct_cv_filter_supported(s);
 }
 
@@ -128,21 +117,19 @@ int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo) {
   check_shape(s, "conv2d_workspace_count");
   if (!use_direct(s, algo, "conv2d_workspace_count")) return im2col_ws(s);
   const int nt = num_threads();
-  const detail::Direct k = direct_kind(algo);
   int64_t filter = 0;
-  if (algo != ConvAlgo::kChannelVector || detail::direct_cv_filter_supported(s))
-    filter = detail::direct_backward_filter_ws(s, k, nt);
-  return std::max(
-      {detail::direct_forward_ws(s, k, nt), detail::direct_backward_data_ws(s, k, nt), filter});
+  if (algo != ConvAlgo::ChannelVector || detail::direct_cv_filter_supported(s))
+    filter = detail::direct_backward_filter_ws(s, algo, nt);
+  return std::max({detail::direct_forward_ws(s, algo, nt),
+                   detail::direct_backward_data_ws(s, algo, nt), filter});
 }
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
                     float* ws, int64_t ws_count, ConvAlgo algo) {
   check_shape(s, "conv2d_forward");
   if (use_direct(s, algo, "conv2d_forward")) {
-    const detail::Direct k = direct_kind(algo);
-    check_ws(detail::direct_forward_ws(s, k, num_threads()), ws_count, "conv2d_forward");
-    detail::direct_forward(x, w, b, y, s, k, ws);
+    check_ws(detail::direct_forward_ws(s, algo, num_threads()), ws_count, "conv2d_forward");
+    detail::direct_forward(x, w, b, y, s, algo, ws);
     return;
   }
   check_ws(im2col_ws(s), ws_count, "conv2d_forward");
@@ -162,10 +149,9 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
                           float* ws, int64_t ws_count, ConvAlgo algo) {
   check_shape(s, "conv2d_backward_data");
   if (use_direct(s, algo, "conv2d_backward_data")) {
-    const detail::Direct k = direct_kind(algo);
-    check_ws(detail::direct_backward_data_ws(s, k, num_threads()), ws_count,
+    check_ws(detail::direct_backward_data_ws(s, algo, num_threads()), ws_count,
              "conv2d_backward_data");
-    detail::direct_backward_data(dy, w, dx, s, k, ws);
+    detail::direct_backward_data(dy, w, dx, s, algo, ws);
     return;
   }
   check_ws(im2col_ws(s), ws_count, "conv2d_backward_data");
@@ -183,10 +169,9 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* d
                             ConvAlgo algo) {
   check_shape(s, "conv2d_backward_filter");
   if (use_direct(s, algo, "conv2d_backward_filter")) {
-    const detail::Direct k = direct_kind(algo);
-    check_ws(detail::direct_backward_filter_ws(s, k, num_threads()), ws_count,
+    check_ws(detail::direct_backward_filter_ws(s, algo, num_threads()), ws_count,
              "conv2d_backward_filter");
-    detail::direct_backward_filter(x, dy, dw, db, s, beta, k, ws);
+    detail::direct_backward_filter(x, dy, dw, db, s, beta, algo, ws);
     return;
   }
   if (db) conv2d_backward_bias(dy, db, s, beta);

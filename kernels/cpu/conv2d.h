@@ -11,34 +11,34 @@
 
 namespace engine::kernels::cpu {
 
-// kAuto picks per shape and pass; the others force a kernel (tests, benchmarks): kFlat and
-// kChannelVector are the two direct kernels (conv2d_simd.h), kIm2col the GEMM path.
-enum class ConvAlgo { kAuto, kFlat, kChannelVector, kIm2col };
+// Auto picks per shape and pass; the others force a kernel (tests, benchmarks): Flat and
+// ChannelVector are the two direct kernels (conv2d_simd.h), Im2col the GEMM path.
+enum class ConvAlgo { Auto, Flat, ChannelVector, Im2col };
 
-enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
+enum class ConvPass { Forward, BackwardData, BackwardFilter };
 
-// Whether a forced algo runs this shape and pass (kAuto and kIm2col always do; the direct ones
-// need AVX-512, stride 1 and pad <= k-1; kChannelVector's filter pass needs KW 3 or 5).
+// Whether a forced algo runs this shape and pass (Auto and Im2col always do; the direct ones
+// need AVX-512, stride 1 and pad <= k-1; ChannelVector's filter pass needs KW 3 or 5).
 bool conv2d_algo_supported(const Conv2dShape& s, ConvAlgo algo, ConvPass pass);
 
 // Floats of workspace any of the passes below needs with the current num_threads().
-int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo = ConvAlgo::kAuto);
+int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo = ConvAlgo::Auto);
 
 // y (N, Cout, OH, OW) = conv(x (N, Cin, H, W), w (Cout, Cin, KH, KW)) + b (Cout); b may be null.
 void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
-                    float* ws, int64_t ws_count, ConvAlgo algo = ConvAlgo::kAuto);
+                    float* ws, int64_t ws_count, ConvAlgo algo = ConvAlgo::Auto);
 
 // dx (N, Cin, H, W) = conv2d input gradient of dy (N, Cout, OH, OW). Overwrites dx.
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          float* ws, int64_t ws_count, ConvAlgo algo = ConvAlgo::kAuto);
+                          float* ws, int64_t ws_count, ConvAlgo algo = ConvAlgo::Auto);
 
 // dw (Cout, Cin, KH, KW) = beta * dw + sum_n dy[n] (*) x[n], and when db is not null
 // db (Cout) = beta * db + sum over N, OH, OW of dy (fused: dy is read once). beta 0 overwrites.
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* db,
                             const Conv2dShape& s, float beta, float* ws, int64_t ws_count,
-                            ConvAlgo algo = ConvAlgo::kAuto);
+                            ConvAlgo algo = ConvAlgo::Auto);
 
-// The same three passes with ConvAlgo::kAuto and a workspace from core's CPU allocator.
+// The same three passes with ConvAlgo::Auto and a workspace from core's CPU allocator.
 void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s);
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s);
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, float* db,

@@ -83,8 +83,8 @@ Geometry data_geometry(const Conv2dShape& s) {
 
 // Flat wastes the padded columns (Wp - OW of every Wp); cv wastes channels up to a multiple of
 // 16 and pays a transpose per output, which short filters (K < 32) do not amortise.
-bool use_cv(const Geometry& g, Direct k) {
-  if (k != Direct::kAuto) return k == Direct::kCv;
+bool use_cv(const Geometry& g, ConvAlgo k) {
+  if (k != ConvAlgo::Auto) return k == ConvAlgo::ChannelVector;
   const int64_t oh = g.oh(), ow = g.ow();
   if (g.k() < 32) return false;
   double eff_cv = double(g.c_out) / double(round16(g.c_out));
@@ -99,7 +99,7 @@ int64_t sample_floats(const Geometry& g) {
   return round16(g.c_in * g.plane() + kSlack);
 }
 
-int64_t conv_ws(const Geometry& g, Direct k, int nthreads) {
+int64_t conv_ws(const Geometry& g, ConvAlgo k, int nthreads) {
   return pack_floats(g, use_cv(g, k)) + nthreads * sample_floats(g);
 }
 
@@ -149,12 +149,12 @@ struct FilterPlan {
   int64_t q_pad;  // flat: floats per channel of a chunk
 };
 
-bool use_cv_filter(const Conv2dShape& s, Direct k) {
-  if (k == Direct::kFlat) return false;
+bool use_cv_filter(const Conv2dShape& s, ConvAlgo k) {
+  if (k == ConvAlgo::Flat) return false;
   bool ok = cv_filter_supported(s.kw);
-  ENGINE_CHECK(ok || k == Direct::kAuto, "conv2d_backward_filter: channel-vector kernel needs ",
+  ENGINE_CHECK(ok || k == ConvAlgo::Auto, "conv2d_backward_filter: channel-vector kernel needs ",
                "kernel width 3 or 5, got ", s.kw);
-  if (!ok || k == Direct::kCv) return ok;
+  if (!ok || k == ConvAlgo::ChannelVector) return ok;
   const Geometry g = forward_geometry(s);
   double eff_cv = double(s.c_out) / double(round16(s.c_out));
   double eff_flat = double(s.oh() * s.ow()) / double(g.plane());
@@ -167,7 +167,7 @@ int64_t pow2_chunk(int64_t per_sample) {
   return c;
 }
 
-FilterPlan filter_plan(const Conv2dShape& s, Direct k) {
+FilterPlan filter_plan(const Conv2dShape& s, ConvAlgo k) {
   const Geometry g = forward_geometry(s);
   const int64_t plane = g.plane(), p = s.oh() * s.ow(), cpad = round16(s.c_out);
   FilterPlan f{};
@@ -242,21 +242,21 @@ bool direct_cv_filter_supported(const Conv2dShape& s) {
   return cv_filter_supported(s.kw);
 }
 
-int64_t direct_forward_ws(const Conv2dShape& s, Direct k, int nthreads) {
+int64_t direct_forward_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
   return conv_ws(forward_geometry(s), k, nthreads);
 }
 
-int64_t direct_backward_data_ws(const Conv2dShape& s, Direct k, int nthreads) {
+int64_t direct_backward_data_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
   return conv_ws(data_geometry(s), k, nthreads);
 }
 
-int64_t direct_backward_filter_ws(const Conv2dShape& s, Direct k, int nthreads) {
+int64_t direct_backward_filter_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
   FilterPlan f = filter_plan(s, k);
   return f.n_chunks * f.part + nthreads * f.per_thread;
 }
 
 void direct_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
-                    Direct k, float* ws) {
+                    ConvAlgo k, float* ws) {
   const Geometry g = forward_geometry(s);
   const bool cv = use_cv(g, k);
   const int64_t k_len = g.k();
@@ -265,7 +265,7 @@ void direct_forward(const float* x, const float* w, const float* b, float* y, co
 }
 
 void direct_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          Direct k, float* ws) {
+                          ConvAlgo k, float* ws) {
   const Geometry g = data_geometry(s);
   const bool cv = use_cv(g, k);
   const int64_t khw = s.kh * s.kw;
@@ -278,7 +278,7 @@ void direct_backward_data(const float* dy, const float* w, float* dx, const Conv
 }
 
 void direct_backward_filter(const float* x, const float* dy, float* dw, float* db,
-                            const Conv2dShape& s, float beta, Direct k, float* ws) {
+                            const Conv2dShape& s, float beta, ConvAlgo k, float* ws) {
   const FilterPlan f = filter_plan(s, k);
   const Geometry g = forward_geometry(s);
   const int64_t k_len = g.k(), cpad = round16(s.c_out), plane = g.plane();
@@ -333,24 +333,25 @@ bool direct_supported(const Conv2dShape&) {
 bool direct_cv_filter_supported(const Conv2dShape&) {
   return false;
 }
-int64_t direct_forward_ws(const Conv2dShape&, Direct, int) {
+int64_t direct_forward_ws(const Conv2dShape&, ConvAlgo, int) {
   return 0;
 }
-int64_t direct_backward_data_ws(const Conv2dShape&, Direct, int) {
+int64_t direct_backward_data_ws(const Conv2dShape&, ConvAlgo, int) {
   return 0;
 }
-int64_t direct_backward_filter_ws(const Conv2dShape&, Direct, int) {
+int64_t direct_backward_filter_ws(const Conv2dShape&, ConvAlgo, int) {
   return 0;
 }
-void direct_forward(const float*, const float*, const float*, float*, const Conv2dShape&, Direct,
+void direct_forward(const float*, const float*, const float*, float*, const Conv2dShape&, ConvAlgo,
                     float*) {
   ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
-void direct_backward_data(const float*, const float*, float*, const Conv2dShape&, Direct, float*) {
+void direct_backward_data(const float*, const float*, float*, const Conv2dShape&, ConvAlgo,
+                          float*) {
   ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
 void direct_backward_filter(const float*, const float*, float*, float*, const Conv2dShape&, float,
-                            Direct, float*) {
+                            ConvAlgo, float*) {
   ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
 

@@ -4,28 +4,28 @@
 #include <cstdint>
 
 #include "kernels/conv2d.h"
+#include "kernels/cpu/conv2d.h"
 
 namespace engine::kernels::cpu::detail {
-
-// Which direct kernel: kAuto picks per shape and pass.
-enum class Direct { kAuto, kFlat, kCv };
 
 // True when this build has AVX-512 and the shape has stride 1 and pad <= k-1 on both axes.
 bool direct_supported(const Conv2dShape& s);
 // Whether the channel-vector backward-filter handles this kernel width.
 bool direct_cv_filter_supported(const Conv2dShape& s);
 
+// k: which direct kernel (ConvAlgo's Flat or ChannelVector); Auto picks per shape and pass.
+
 // Workspace floats each pass needs with nthreads threads.
-int64_t direct_forward_ws(const Conv2dShape& s, Direct k, int nthreads);
-int64_t direct_backward_data_ws(const Conv2dShape& s, Direct k, int nthreads);
-int64_t direct_backward_filter_ws(const Conv2dShape& s, Direct k, int nthreads);
+int64_t direct_forward_ws(const Conv2dShape& s, ConvAlgo k, int nthreads);
+int64_t direct_backward_data_ws(const Conv2dShape& s, ConvAlgo k, int nthreads);
+int64_t direct_backward_filter_ws(const Conv2dShape& s, ConvAlgo k, int nthreads);
 
 // Same contracts as conv2d_forward / conv2d_backward_data / conv2d_backward_filter.
 void direct_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
-                    Direct k, float* ws);
+                    ConvAlgo k, float* ws);
 void direct_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          Direct k, float* ws);
+                          ConvAlgo k, float* ws);
 void direct_backward_filter(const float* x, const float* dy, float* dw, float* db,
-                            const Conv2dShape& s, float beta, Direct k, float* ws);
+                            const Conv2dShape& s, float beta, ConvAlgo k, float* ws);
 
 }  // namespace engine::kernels::cpu::detail

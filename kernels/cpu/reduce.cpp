@@ -16,16 +16,17 @@ void apply(T* __restrict dst, const T* __restrict src, int64_t count, Op op) {
 template <class T>
 void reduce_any(T* dst, const T* src, int64_t count, ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum:
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:  // the caller divides (comm::divide_by)
       apply(dst, src, count, SumOp{});
       return;
-    case ReduceOp::kProd:
+    case ReduceOp::Prod:
       apply(dst, src, count, ProdOp{});
       return;
-    case ReduceOp::kMax:
+    case ReduceOp::Max:
       apply(dst, src, count, MaxOp{});
       return;
-    case ReduceOp::kMin:
+    case ReduceOp::Min:
       apply(dst, src, count, MinOp{});
       return;
   }

@@ -7,7 +7,7 @@
 
 namespace engine::kernels::cpu {
 
-// dst[i] = op(dst[i], src[i]) for i < count.
+// dst[i] = op(dst[i], src[i]) for i < count (Avg combines as Sum).
 void reduce_into(float* dst, const float* src, int64_t count, ReduceOp op);
 void reduce_into(double* dst, const double* src, int64_t count, ReduceOp op);
 void reduce_into(int64_t* dst, const int64_t* src, int64_t count, ReduceOp op);

@@ -39,16 +39,17 @@ void launch_reduce(int device, T* dst, const T* src, int64_t count, ReduceOp op)
   cudaStream_t stream = ::engine::cuda::compute_stream(device);
   const int blocks = blocks_for(count);
   switch (op) {
-    case ReduceOp::kSum:
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:  // the caller divides (comm::divide_by)
       reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, SumOp{});
       break;
-    case ReduceOp::kProd:
+    case ReduceOp::Prod:
       reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, ProdOp{});
       break;
-    case ReduceOp::kMax:
+    case ReduceOp::Max:
       reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, MaxOp{});
       break;
-    case ReduceOp::kMin:
+    case ReduceOp::Min:
       reduce_kernel<<<blocks, kThreads, 0, stream>>>(dst, src, count, MinOp{});
       break;
     default:

@@ -28,22 +28,22 @@ float expect_f(int W, size_t i, ReduceOp op) {
   for (int r = 1; r < W; ++r) {
     float v = fval(r, i);
     switch (op) {
-      case ReduceOp::SUM:
-      case ReduceOp::AVG:
+      case ReduceOp::Sum:
+      case ReduceOp::Avg:
         acc += v;
         break;
-      case ReduceOp::MAX:
+      case ReduceOp::Max:
         acc = std::max(acc, v);
         break;
-      case ReduceOp::MIN:
+      case ReduceOp::Min:
         acc = std::min(acc, v);
         break;
-      case ReduceOp::PROD:
+      case ReduceOp::Prod:
         acc *= v;
         break;
     }
   }
-  return op == ReduceOp::AVG ? acc / W : acc;
+  return op == ReduceOp::Avg ? acc / W : acc;
 }
 
 // PROD uses small values so that products stay exact.
@@ -63,8 +63,8 @@ TEST_P(MemCollectives, AllReduceEveryOpCountAndSegment) {
     for (size_t seg : segs) {
       c.set_segment_bytes(seg);
       for (size_t n : counts_for(W, big && seg >= 4096)) {
-        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX, ReduceOp::MIN}) {
-          if (n > 2000 && op != ReduceOp::SUM && op != ReduceOp::AVG) continue;
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
+          if (n > 2000 && op != ReduceOp::Sum && op != ReduceOp::Avg) continue;
           std::vector<float> b(n);
           for (size_t i = 0; i < n; ++i) b[i] = fval(r, i);
           c.all_reduce(b.data(), n, DType::F32, op);
@@ -79,7 +79,7 @@ TEST_P(MemCollectives, AllReduceEveryOpCountAndSegment) {
         // PROD, small values.
         std::vector<float> p(n);
         for (size_t i = 0; i < n; ++i) p[i] = prod_val(r, i);
-        c.all_reduce(p.data(), n, DType::F32, ReduceOp::PROD);
+        c.all_reduce(p.data(), n, DType::F32, ReduceOp::Prod);
         for (size_t i = 0; i < n; ++i) {
           float e = 1;
           for (int q = 0; q < W; ++q) e *= prod_val(q, i);
@@ -89,13 +89,13 @@ TEST_P(MemCollectives, AllReduceEveryOpCountAndSegment) {
           }
         }
         // int64 SUM and MAX.
-        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
           std::vector<int64_t> v(n);
           for (size_t i = 0; i < n; ++i) v[i] = ival(r, i);
           c.all_reduce(v.data(), n, DType::I64, op);
           for (size_t i = 0; i < n; ++i) {
-            int64_t e = op == ReduceOp::MAX ? ival(W - 1, i) : 0;
-            if (op == ReduceOp::SUM)
+            int64_t e = op == ReduceOp::Max ? ival(W - 1, i) : 0;
+            if (op == ReduceOp::Sum)
               for (int q = 0; q < W; ++q) e += ival(q, i);
             if (v[i] != e) {
               ADD_FAILURE() << "I64 " << reduce_op_name(op) << " W=" << W << " n=" << n << " [" << i
@@ -127,7 +127,7 @@ TEST_P(MemCollectives, BroadcastReduceFromEveryRoot) {
                             << "]";
               return;
             }
-          for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MIN}) {
+          for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min}) {
             for (size_t i = 0; i < n; ++i) b[i] = fval(r, i);
             c.reduce(b.data(), n, DType::F32, op, root);
             for (size_t i = 0; i < n; ++i) {
@@ -185,7 +185,7 @@ TEST_P(MemCollectives, GatherScatterAllGatherReduceScatter) {
             }
         }
         // reduce_scatter: every rank contributes W blocks; rank r gets block r summed.
-        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX}) {
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
           std::vector<float> src(n * W), dst(n, -1.0f);
           for (size_t i = 0; i < n * W; ++i) src[i] = fval(r, i);
           std::vector<float> keep = src;
@@ -248,7 +248,7 @@ TEST_P(MemCollectives, PointToPointRingAndAsync) {
     }
     for (size_t k = 0; k < bufs.size(); ++k)
       for (size_t i = 0; i < bufs[k].size(); ++i)
-        if (bufs[k][i] != expect_f(W, i + k, ReduceOp::SUM)) {
+        if (bufs[k][i] != expect_f(W, i + k, ReduceOp::Sum)) {
           ADD_FAILURE() << "async all_reduce " << k << " [" << i << "]";
           return;
         }
@@ -256,7 +256,7 @@ TEST_P(MemCollectives, PointToPointRingAndAsync) {
     // submit(): a bucket-style unit of work on the communication thread.
     std::vector<float> bucket(100, 2.0f);
     Work w = c.submit([&](Communicator& cc) {
-      cc.all_reduce(bucket.data(), bucket.size(), DType::F32, ReduceOp::AVG);
+      cc.all_reduce(bucket.data(), bucket.size(), DType::F32, ReduceOp::Avg);
     });
     w.wait();
     EXPECT_EQ(bucket[99], 2.0f);

@@ -59,7 +59,7 @@ TEST_P(NetCollectives, AllCollectives) {
         if (n == (1 << 20) && seg < 4096) continue;
         std::vector<float> b(n);
         for (size_t i = 0; i < n; ++i) b[i] = fval(r, i);
-        c.all_reduce(b.data(), n, DType::F32, ReduceOp::SUM);
+        c.all_reduce(b.data(), n, DType::F32, ReduceOp::Sum);
         for (size_t i = 0; i < n; ++i) {
           float e = 0;
           for (int q = 0; q < W; ++q) e += fval(q, i);
@@ -86,7 +86,7 @@ TEST_P(NetCollectives, AllCollectives) {
               return;
             }
         for (size_t i = 0; i < n; ++i) b[i] = fval(r, i);
-        c.reduce(b.data(), n, DType::F32, ReduceOp::MAX, 0);
+        c.reduce(b.data(), n, DType::F32, ReduceOp::Max, 0);
         if (r == 0)
           for (size_t i = 0; i < n; ++i)
             if (b[i] != fval(W - 1, i)) {
@@ -95,7 +95,7 @@ TEST_P(NetCollectives, AllCollectives) {
             }
         std::vector<float> rs_in(n * W), rs_out(n);
         for (size_t i = 0; i < n * W; ++i) rs_in[i] = fval(r, i);
-        c.reduce_scatter(rs_in.data(), rs_out.data(), n, DType::F32, ReduceOp::MIN);
+        c.reduce_scatter(rs_in.data(), rs_out.data(), n, DType::F32, ReduceOp::Min);
         for (size_t i = 0; i < n; ++i)
           if (rs_out[i] != fval(0, r * n + i)) {
             ADD_FAILURE() << "reduce_scatter n=" << n;
@@ -161,7 +161,7 @@ TEST(InitMethods, FileInitMethodAsThreads) {
     o.connect.transport = TransportKind::Tcp;
     auto c = init_communicator(o);
     int64_t v = r + 10;
-    c->all_reduce(&v, 1, DType::I64, ReduceOp::MAX);
+    c->all_reduce(&v, 1, DType::I64, ReduceOp::Max);
     EXPECT_EQ(v, 11);
   }));
 }

@@ -41,13 +41,13 @@ bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-constexpr ReduceOp kOps[] = {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX, ReduceOp::MIN,
-                             ReduceOp::PROD};
+constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min,
+                             ReduceOp::Prod};
 
 // Exact in float32 whatever the order of the reduction: integers below 2^24 for sums, powers of
 // two for products.
 float value(ReduceOp op, int rank, size_t i, int call) {
-  if (op == ReduceOp::PROD)
+  if (op == ReduceOp::Prod)
     return std::ldexp(1.0f, static_cast<int>((i + 3 * rank + call) % 7) - 3);
   return testing::fval(rank, i + 7 * static_cast<size_t>(call));
 }
@@ -57,39 +57,39 @@ float expected(ReduceOp op, int world, size_t i, int call) {
   for (int q = 1; q < world; ++q) {
     const float v = value(op, q, i, call);
     switch (op) {
-      case ReduceOp::SUM:
-      case ReduceOp::AVG:
+      case ReduceOp::Sum:
+      case ReduceOp::Avg:
         e += v;
         break;
-      case ReduceOp::PROD:
+      case ReduceOp::Prod:
         e *= v;
         break;
-      case ReduceOp::MAX:
+      case ReduceOp::Max:
         e = std::max(e, v);
         break;
-      case ReduceOp::MIN:
+      case ReduceOp::Min:
         e = std::min(e, v);
         break;
     }
   }
-  return op == ReduceOp::AVG ? e / static_cast<float>(world) : e;
+  return op == ReduceOp::Avg ? e / static_cast<float>(world) : e;
 }
 
 // ---- The schedule, simulated on the CPU ---------------------------------------------------------
 
 template <int kKind>
 float sim_elem(ReduceOp op, float in, float local, int world) {
-  const bool avg = op == ReduceOp::AVG;
+  const bool avg = op == ReduceOp::Avg;
   const float w = static_cast<float>(world);
   switch (op) {
-    case ReduceOp::SUM:
-    case ReduceOp::AVG:
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
       return ipc::ring_elem<kKind>(kernels::SumOp{}, in, local, avg, w);
-    case ReduceOp::PROD:
+    case ReduceOp::Prod:
       return ipc::ring_elem<kKind>(kernels::ProdOp{}, in, local, avg, w);
-    case ReduceOp::MAX:
+    case ReduceOp::Max:
       return ipc::ring_elem<kKind>(kernels::MaxOp{}, in, local, avg, w);
-    case ReduceOp::MIN:
+    case ReduceOp::Min:
       return ipc::ring_elem<kKind>(kernels::MinOp{}, in, local, avg, w);
   }
   return 0.f;
@@ -97,16 +97,16 @@ float sim_elem(ReduceOp op, float in, float local, int world) {
 
 float sim_elem(int kind, ReduceOp op, float in, float local, int world) {
   switch (kind) {
-    case ipc::kSend:
-      return sim_elem<ipc::kSend>(op, in, local, world);
-    case ipc::kReduce:
-      return sim_elem<ipc::kReduce>(op, in, local, world);
-    case ipc::kFinal:
-      return sim_elem<ipc::kFinal>(op, in, local, world);
-    case ipc::kCopy:
-      return sim_elem<ipc::kCopy>(op, in, local, world);
+    case ipc::UnitKind::Send:
+      return sim_elem<ipc::UnitKind::Send>(op, in, local, world);
+    case ipc::UnitKind::Reduce:
+      return sim_elem<ipc::UnitKind::Reduce>(op, in, local, world);
+    case ipc::UnitKind::Final:
+      return sim_elem<ipc::UnitKind::Final>(op, in, local, world);
+    case ipc::UnitKind::Copy:
+      return sim_elem<ipc::UnitKind::Copy>(op, in, local, world);
     default:
-      return sim_elem<ipc::kLastCopy>(op, in, local, world);
+      return sim_elem<ipc::UnitKind::LastCopy>(op, in, local, world);
   }
 }
 
@@ -247,25 +247,26 @@ class RingSim {
       return 1;
     }
     const ipc::RingUnit unit = ipc::ring_unit(sched, B.u);
-    if (unit.kind != ipc::kSend &&
+    if (unit.kind != ipc::UnitKind::Send &&
         R.flags[ipc::ring_flag_index(ipc::ring_in_phase(B.u, world_), unit.chunk, B.j, world_,
                                      nseg_cap_)] < seq)
       return 0;
     Rank& N = ranks_[next];
-    const bool from_rs = unit.kind == ipc::kReduce || unit.kind == ipc::kFinal;
-    const bool to_rs = unit.kind == ipc::kSend || unit.kind == ipc::kReduce;
+    const bool from_rs = unit.kind == ipc::UnitKind::Reduce || unit.kind == ipc::UnitKind::Final;
+    const bool to_rs = unit.kind == ipc::UnitKind::Send || unit.kind == ipc::UnitKind::Reduce;
     for (int64_t i = span.lo; i < span.hi; ++i) {
       float in = 0.f;
-      if (unit.kind != ipc::kSend) {
+      if (unit.kind != ipc::UnitKind::Send) {
         std::vector<char>& pending = from_rs ? R.rs_pending : R.ag_pending;
         if (!pending[i]) return fail(at + "reads staging element " + std::to_string(i) + " stale");
         pending[i] = 0;
         in = from_rs ? R.rs[i] : R.ag[i];
       }
       const float v = sim_elem(unit.kind, c.op, in, R.data[i], world_);
-      if (unit.kind == ipc::kFinal || unit.kind == ipc::kCopy || unit.kind == ipc::kLastCopy)
+      if (unit.kind == ipc::UnitKind::Final || unit.kind == ipc::UnitKind::Copy ||
+          unit.kind == ipc::UnitKind::LastCopy)
         R.data[i] = v;
-      if (unit.kind != ipc::kLastCopy) {
+      if (unit.kind != ipc::UnitKind::LastCopy) {
         std::vector<char>& pending = to_rs ? N.rs_pending : N.ag_pending;
         if (pending[i])
           return fail(at + "overwrites staging element " + std::to_string(i) + " of rank " +
@@ -274,7 +275,7 @@ class RingSim {
         (to_rs ? N.rs : N.ag)[i] = v;
       }
     }
-    if (unit.kind != ipc::kLastCopy) {
+    if (unit.kind != ipc::UnitKind::LastCopy) {
       uint64_t& flag = N.flags[ipc::ring_flag_index(ipc::ring_out_phase(B.u, world_), unit.chunk,
                                                     B.j, world_, nseg_cap_)];
       if (flag >= seq) return fail(at + "sets a flag twice");
@@ -551,9 +552,9 @@ TEST_P(CudaIpcRingGpu, AllReduceMatchesTheCpu) {
           for (int rep = 0; rep < 2; ++rep) check_all_reduce(ring, W, n, op, call++, false);
       // Smaller again (same region, other chunk layout), unaligned, and after an event.
       for (size_t n : {size_t(1013), size_t(W + 1), size_t((1 << 20) + 3)})
-        check_all_reduce(ring, W, n, ReduceOp::SUM, call++, true);
+        check_all_reduce(ring, W, n, ReduceOp::Sum, call++, true);
       const cuda::Event ready = cuda::Event::record(dev, cuda::Stream::Compute);
-      check_all_reduce(ring, W, 4099, ReduceOp::MAX, call++, false, &ready);
+      check_all_reduce(ring, W, 4099, ReduceOp::Max, call++, false, &ready);
       if (ring.broken()) throw Error("ring broken after successful calls");
     }
     {
@@ -562,7 +563,7 @@ TEST_P(CudaIpcRingGpu, AllReduceMatchesTheCpu) {
       o.blocks = 3;
       CudaIpcRing ring(store, r, W, dev, o);
       for (size_t n : {size_t(W + 1), size_t(1013), size_t(70001), size_t(5000)})
-        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX})
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max})
           for (int rep = 0; rep < 2; ++rep) check_all_reduce(ring, W, n, op, call++, rep == 1);
     }
     {
@@ -571,7 +572,7 @@ TEST_P(CudaIpcRingGpu, AllReduceMatchesTheCpu) {
       o.blocks = 1;
       CudaIpcRing ring(store, r, W, dev, o);
       for (size_t n : {size_t((1 << 20) + 3), size_t(1013)})
-        for (ReduceOp op : {ReduceOp::AVG, ReduceOp::MIN})
+        for (ReduceOp op : {ReduceOp::Avg, ReduceOp::Min})
           for (bool unaligned : {false, true}) check_all_reduce(ring, W, n, op, call++, unaligned);
     }
   });
@@ -615,7 +616,7 @@ TEST(CudaIpcRingRanks, MisuseIsAClearError) {
     expect_error([&] { ring.all_reduce(Tensor::zeros({4}, DType::I64, Device::cuda(dev))); },
                  "float32");
     expect_error([&] { ring.all_reduce(nullptr, 4, DType::F32); }, "null buffer");
-    check_all_reduce(ring, W, 1013, ReduceOp::SUM, 0, false);  // still usable
+    check_all_reduce(ring, W, 1013, ReduceOp::Sum, 0, false);  // still usable
   });
 }
 
@@ -636,7 +637,7 @@ TEST_P(CudaIpcRingTimeout, MissingRankIsNamed) {
     o.key = "timeout";
     CudaIpcRing ring(store, r, W, dev, o);
     const int idle = W - 1;
-    if (!skip_first) check_all_reduce(ring, W, 1013, ReduceOp::SUM, 0, false);
+    if (!skip_first) check_all_reduce(ring, W, 1013, ReduceOp::Sum, 0, false);
     if (r == idle) {
       std::vector<std::string> keys;
       for (int q = 0; q < idle; ++q) keys.push_back("left/" + std::to_string(q));

@@ -36,7 +36,7 @@ TEST_P(Processes, CollectivesAcrossProcesses) {
     for (size_t n : {size_t(0), size_t(1), size_t(W + 1), size_t(1013), size_t(1 << 18)}) {
       std::vector<float> b(n);
       for (size_t i = 0; i < n; ++i) b[i] = testing::fval(r, i);
-      c->all_reduce(b.data(), n, DType::F32, ReduceOp::AVG);
+      c->all_reduce(b.data(), n, DType::F32, ReduceOp::Avg);
       for (size_t i = 0; i < n; ++i) {
         float e = 0;
         for (int q = 0; q < W; ++q) e += testing::fval(q, i);
@@ -123,13 +123,13 @@ TEST(TensorOverloads, CpuTensors) {
     c.broadcast(b, 2);
     EXPECT_EQ(b.to_vector(), std::vector<float>(4, 2.0f));
     Tensor a = Tensor::full({5}, 1.0f);
-    Work w = c.all_reduce_async(a, ReduceOp::AVG);
+    Work w = c.all_reduce_async(a, ReduceOp::Avg);
     w.wait();
     EXPECT_EQ(a.to_vector(), std::vector<float>(5, 1.0f));
     Tensor wrong = Tensor::zeros({2 * W + 1}, DType::I64);
     EXPECT_THROW(c.all_gather(ids, wrong), Error);
     EXPECT_THROW(c.all_reduce(Tensor()), Error);
-    EXPECT_THROW(c.all_reduce(ids, ReduceOp::AVG), Error);  // AVG needs a float dtype
+    EXPECT_THROW(c.all_reduce(ids, ReduceOp::Avg), Error);  // AVG needs a float dtype
   }));
 }
 

@@ -49,7 +49,7 @@ TEST_P(TensorCollectives, EveryCollectiveMatchesTheHostValues) {
       expect_no_errors(run_threads(W, [&](int r) {
         Communicator& c = *comms[r];
         Tensor a = values(r, n);
-        c.all_reduce(a, ReduceOp::SUM);
+        c.all_reduce(a, ReduceOp::Sum);
         std::vector<float> got = host(a);
         for (size_t i = 0; i < got.size(); ++i) {
           float want = 0;
@@ -67,7 +67,7 @@ TEST_P(TensorCollectives, EveryCollectiveMatchesTheHostValues) {
           for (int64_t i = 0; i < n; ++i)
             ASSERT_EQ(got[q * n + i], fval(q, static_cast<size_t>(i))) << "all_gather";
         Tensor out = Tensor::zeros({n}, DType::F32, device(r));
-        c.reduce_scatter(values(r, n * W), out, ReduceOp::MAX);
+        c.reduce_scatter(values(r, n * W), out, ReduceOp::Max);
         got = host(out);
         for (int64_t i = 0; i < n; ++i)
           ASSERT_EQ(got[i], fval(W - 1, static_cast<size_t>(r * n + i))) << "reduce_scatter";
@@ -85,7 +85,7 @@ TEST_P(TensorCollectives, EveryCollectiveMatchesTheHostValues) {
         for (int64_t i = 0; i < n; ++i)
           ASSERT_EQ(got[i], fval(0, static_cast<size_t>(r * n + i))) << "scatter";
         Tensor avg = values(r, n);
-        c.all_reduce_async(avg, ReduceOp::AVG).wait();
+        c.all_reduce_async(avg, ReduceOp::Avg).wait();
         got = host(avg);
         for (size_t i = 0; i < got.size(); ++i) {
           float want = 0;

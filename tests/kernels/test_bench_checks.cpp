@@ -41,7 +41,8 @@ void at_thread_counts(F body) {
   set_num_threads(before);
 }
 
-constexpr Pass kPasses[] = {Pass::kForward, Pass::kBackwardData, Pass::kBackwardWeight};
+constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardData,
+                                ConvPass::BackwardFilter};
 
 TEST(BenchChecks, CompareFindsTheWorstElement) {
   const float want[] = {1.f, -4.f, 2.f, 0.f};
@@ -82,7 +83,7 @@ TEST(BenchChecks, LinearAtModelShapes) {
                               {64, 320, 50},  {17, 50, 10}, {5, 9, 300}};
   at_thread_counts([&](const std::string& t) {
     for (auto& s : sites)
-      for (Pass p : kPasses) {
+      for (ConvPass p : kPasses) {
         LinearOp op(p, {s[0], s[1], s[2]});
         expect_ok(op, t + " linear " + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "->" +
                           std::to_string(s[2]) + " " + pass_name(p));
@@ -95,18 +96,6 @@ std::string conv_name(const kernels::Conv2dShape& s) {
   auto i = [](int64_t v) { return std::to_string(v); };
   return "x (" + i(s.n) + "," + i(s.c_in) + "," + i(s.h) + "," + i(s.w) + ") k " + i(s.kh) + "x" +
          i(s.kw) + " s" + i(s.stride) + " p" + i(s.pad) + " -> " + i(s.c_out);
-}
-
-kernels::cpu::ConvPass conv_pass(Pass p) {
-  switch (p) {
-    case Pass::kForward:
-      return kernels::cpu::ConvPass::kForward;
-    case Pass::kBackwardData:
-      return kernels::cpu::ConvPass::kBackwardData;
-    case Pass::kBackwardWeight:
-      return kernels::cpu::ConvPass::kBackwardFilter;
-  }
-  return kernels::cpu::ConvPass::kForward;
 }
 
 TEST(BenchChecks, Conv2dAtModelShapes) {
@@ -130,15 +119,15 @@ TEST(BenchChecks, Conv2dAtModelShapes) {
       {2, 2, 3, 3, 3, 3, 3, 1, 2},      // output larger than input
       {0, 3, 5, 5, 4, 3, 3, 1, 1},      // empty batch
   };
-  const std::pair<ConvAlgo, const char*> algos[] = {{ConvAlgo::kAuto, "auto"},
-                                                    {ConvAlgo::kFlat, "flat"},
-                                                    {ConvAlgo::kChannelVector, "channel-vector"},
-                                                    {ConvAlgo::kIm2col, "im2col"}};
+  const std::pair<ConvAlgo, const char*> algos[] = {{ConvAlgo::Auto, "auto"},
+                                                    {ConvAlgo::Flat, "flat"},
+                                                    {ConvAlgo::ChannelVector, "channel-vector"},
+                                                    {ConvAlgo::Im2col, "im2col"}};
   at_thread_counts([&](const std::string& t) {
     for (const kernels::Conv2dShape& s : sites)
       for (auto& [algo, algo_name] : algos)
-        for (Pass p : kPasses) {
-          if (!kernels::cpu::conv2d_algo_supported(s, algo, conv_pass(p))) continue;
+        for (ConvPass p : kPasses) {
+          if (!kernels::cpu::conv2d_algo_supported(s, algo, p)) continue;
           Conv2dOp op(p, s, algo);
           expect_ok(op, t + " conv " + conv_name(s) + " " + algo_name + " " + pass_name(p));
         }
@@ -221,7 +210,7 @@ class BenchChecksCuda : public ::testing::Test {
 TEST_F(BenchChecksCuda, LinearAtModelShapes) {
   const int64_t sites[][2] = {{3136, 128}, {128, 10}, {1568, 10}, {320, 50}, {50, 10}, {784, 10}};
   for (auto& io : sites)
-    for (Pass p : kPasses) {
+    for (ConvPass p : kPasses) {
       CudaLinearOp op(kDev, p, {3, io[0], io[1]});
       expect_ok(op, "cuda linear " + std::to_string(io[0]) + "->" + std::to_string(io[1]) + " " +
                         pass_name(p));
@@ -234,7 +223,7 @@ TEST_F(BenchChecksCuda, Conv2dAtModelShapes) {
                               {1, 28, 28, 10, 5, 1, 0}, {10, 12, 12, 20, 5, 1, 0},
                               {3, 11, 9, 5, 3, 2, 1}};
   for (auto& c : sites)
-    for (Pass p : kPasses) {
+    for (ConvPass p : kPasses) {
       kernels::Conv2dShape s{2, c[0], c[1], c[2], c[3], c[4], c[4], c[5], c[6]};
       CudaConv2dOp op(kDev, p, s);
       expect_ok(op, "cuda conv " + std::to_string(c[0]) + "->" + std::to_string(c[3]) + " k" +

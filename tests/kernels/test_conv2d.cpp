@@ -38,22 +38,22 @@ Grads run(const Conv2dShape& s, ConvAlgo algo, const std::vector<float>& x,
           const std::vector<float>& w, const float* b, const std::vector<float>& dy) {
   Grads g{std::vector<float>(s.y_count()), std::vector<float>(s.x_count()),
           std::vector<float>(s.w_count()), std::vector<float>(s.c_out)};
-  if (!cpu::conv2d_algo_supported(s, algo, ConvPass::kForward)) return g;
+  if (!cpu::conv2d_algo_supported(s, algo, ConvPass::Forward)) return g;
   // NaN workspace: a kernel that reads workspace it did not write shows up in the results.
   std::vector<float> ws(cpu::conv2d_workspace_count(s, algo), std::nanf(""));
   const int64_t n = static_cast<int64_t>(ws.size());
-  if (cpu::conv2d_algo_supported(s, algo, ConvPass::kForward))
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::Forward))
     cpu::conv2d_forward(x.data(), w.data(), b, g.y.data(), s, ws.data(), n, algo);
-  if (cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardData))
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardData))
     cpu::conv2d_backward_data(dy.data(), w.data(), g.dx.data(), s, ws.data(), n, algo);
-  if (cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardFilter))
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardFilter))
     cpu::conv2d_backward_filter(x.data(), dy.data(), g.dw.data(), g.db.data(), s, 0.f, ws.data(), n,
                                 algo);
   return g;
 }
 
-const ConvAlgo kAlgos[] = {ConvAlgo::kAuto, ConvAlgo::kFlat, ConvAlgo::kChannelVector,
-                           ConvAlgo::kIm2col};
+const ConvAlgo kAlgos[] = {ConvAlgo::Auto, ConvAlgo::Flat, ConvAlgo::ChannelVector,
+                           ConvAlgo::Im2col};
 
 TEST(Conv2d, NoBias) {
   const Conv2dShape s{2, 3, 8, 8, 5, 3, 3, 1, 1};
@@ -62,7 +62,7 @@ TEST(Conv2d, NoBias) {
   ref::conv2d_forward(x.data(), w.data(), nullptr, y.data(), s);
   for (ConvAlgo algo : kAlgos) {
     Grads g = run(s, algo, x, w, nullptr, dy);
-    if (cpu::conv2d_algo_supported(s, algo, ConvPass::kForward)) {
+    if (cpu::conv2d_algo_supported(s, algo, ConvPass::Forward)) {
       EXPECT_LT(ref::max_rel_error(g.y.data(), y.data(), s.y_count()), 2e-5);
     }
   }
@@ -75,7 +75,7 @@ TEST(Conv2d, BackwardBiasAndBeta) {
   ref::conv2d_backward_filter(x.data(), dy.data(), dw_ref.data(), s);
   ref::conv2d_backward_bias(dy.data(), db_ref.data(), s);
   for (ConvAlgo algo : kAlgos) {
-    if (!cpu::conv2d_algo_supported(s, algo, ConvPass::kBackwardFilter)) continue;
+    if (!cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardFilter)) continue;
     std::vector<float> ws(cpu::conv2d_workspace_count(s, algo));
     std::vector<float> dw(s.w_count(), 0.5f), db(s.c_out, -0.25f), db2(s.c_out, 2.f);
     cpu::conv2d_backward_filter(x.data(), dy.data(), dw.data(), db.data(), s, 1.f, ws.data(),
@@ -130,8 +130,8 @@ TEST(Conv2d, RejectsSmallWorkspaceAndBadShapes) {
   EXPECT_THROW(cpu::conv2d_workspace_count(bad), Error);
   Conv2dShape strided = s;
   strided.stride = 2;
-  EXPECT_FALSE(cpu::conv2d_algo_supported(strided, ConvAlgo::kFlat, ConvPass::kForward));
-  EXPECT_THROW(cpu::conv2d_workspace_count(strided, ConvAlgo::kFlat), Error);
+  EXPECT_FALSE(cpu::conv2d_algo_supported(strided, ConvAlgo::Flat, ConvPass::Forward));
+  EXPECT_THROW(cpu::conv2d_workspace_count(strided, ConvAlgo::Flat), Error);
 }
 
 }  // namespace

@@ -308,7 +308,7 @@ TEST_F(CudaKernels, OptimizersMatchCpu) {
 
 TEST_F(CudaKernels, ReduceIntoAndScaleMatchCpu) {
   const int64_t n = 1003;
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin}) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min}) {
     auto a = filled(n, 81), b = filled(n, 82);
     b[7] = NAN;
     Tensor ga = up(a), gb = up(b);
@@ -319,8 +319,8 @@ TEST_F(CudaKernels, ReduceIntoAndScaleMatchCpu) {
   std::vector<int64_t> ia(n), ib(n);
   for (int64_t i = 0; i < n; ++i) ia[i] = i * 3 - 100, ib[i] = 5 - i;
   Tensor gia = up_i64(ia), gib = up_i64(ib);
-  kc::reduce_into(ia.data(), ib.data(), n, ReduceOp::kMax);
-  kg::reduce_into(kDev, gia.data<int64_t>(), gib.data<int64_t>(), n, ReduceOp::kMax);
+  kc::reduce_into(ia.data(), ib.data(), n, ReduceOp::Max);
+  kg::reduce_into(kDev, gia.data<int64_t>(), gib.data<int64_t>(), n, ReduceOp::Max);
   EXPECT_EQ(gia.to_vector_i64(), ia);
   auto a = filled(n, 83);
   Tensor ga = up(a);

@@ -14,14 +14,14 @@ namespace {
 
 template <class T>
 void check_ops(const std::vector<T>& a, const std::vector<T>& b) {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin}) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min}) {
     std::vector<T> dst = a;
     cpu::reduce_into(dst.data(), b.data(), static_cast<int64_t>(a.size()), op);
     for (size_t i = 0; i < a.size(); ++i) {
-      T want = op == ReduceOp::kSum    ? a[i] + b[i]
-               : op == ReduceOp::kProd ? a[i] * b[i]
-               : op == ReduceOp::kMax  ? std::max(a[i], b[i])
-                                       : std::min(a[i], b[i]);
+      T want = op == ReduceOp::Sum    ? a[i] + b[i]
+               : op == ReduceOp::Prod ? a[i] * b[i]
+               : op == ReduceOp::Max  ? std::max(a[i], b[i])
+                                      : std::min(a[i], b[i]);
       EXPECT_EQ(dst[i], want) << reduce_op_name(op) << " [" << i << "]";
     }
   }
@@ -45,8 +45,8 @@ TEST(Reduce, EveryOpAndType) {
 TEST(Reduce, NaNPropagatesThroughMaxAndMin) {
   std::vector<float> a = {NAN, 1.f, 2.f}, b = {0.f, NAN, 1.f};
   std::vector<float> mx = a, mn = a;
-  cpu::reduce_into(mx.data(), b.data(), 3, ReduceOp::kMax);
-  cpu::reduce_into(mn.data(), b.data(), 3, ReduceOp::kMin);
+  cpu::reduce_into(mx.data(), b.data(), 3, ReduceOp::Max);
+  cpu::reduce_into(mn.data(), b.data(), 3, ReduceOp::Min);
   EXPECT_TRUE(std::isnan(mx[0]) && std::isnan(mx[1]) && mx[2] == 2.f);
   EXPECT_TRUE(std::isnan(mn[0]) && std::isnan(mn[1]) && mn[2] == 1.f);
 }
