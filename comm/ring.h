@@ -46,20 +46,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/hd.h"  // ENGINE_HD: the schedule runs inside the CUDA IPC ring's kernel too
 #include "io/dtype.h"
-
-// Host and device: the schedule runs inside the CUDA IPC ring's kernel too.
-#if defined(__CUDACC__)
-#define ENGINE_RING_HD __host__ __device__
-#else
-#define ENGINE_RING_HD
-#endif
 
 namespace engine::comm {
 
 struct Range {
   size_t begin = 0, end = 0;  // elements, [begin, end)
-  ENGINE_RING_HD size_t size() const { return end - begin; }
+  ENGINE_HD size_t size() const { return end - begin; }
 };
 
 enum class RingPhase : uint8_t { ReduceScatter, AllGather };
@@ -70,52 +64,52 @@ void check_ring_args(int rank, int world, size_t align);
 
 class RingSchedule {
  public:
-  ENGINE_RING_HD RingSchedule(int rank, int world, size_t count, int shift = 0, size_t align = 1)
+  ENGINE_HD RingSchedule(int rank, int world, size_t count, int shift = 0, size_t align = 1)
       : rank_(rank), world_(world), count_(count), shift_(shift), align_(align) {
 #if !defined(__CUDA_ARCH__)
     check_ring_args(rank, world, align);
 #endif
   }
 
-  ENGINE_RING_HD int rank() const {
+  ENGINE_HD int rank() const {
     return rank_;
   }
-  ENGINE_RING_HD int world() const {
+  ENGINE_HD int world() const {
     return world_;
   }
-  ENGINE_RING_HD size_t count() const {
+  ENGINE_HD size_t count() const {
     return count_;
   }
-  ENGINE_RING_HD int left() const {
+  ENGINE_HD int left() const {
     return mod(rank_ - 1);
   }
-  ENGINE_RING_HD int right() const {
+  ENGINE_HD int right() const {
     return mod(rank_ + 1);
   }
-  ENGINE_RING_HD int steps_per_phase() const {
+  ENGINE_HD int steps_per_phase() const {
     return world_ - 1;
   }
 
   // Phase-local step s in [0, W-1).
-  ENGINE_RING_HD int send_chunk(RingPhase p, int s) const {
+  ENGINE_HD int send_chunk(RingPhase p, int s) const {
     return p == RingPhase::ReduceScatter ? mod(rank_ - s + shift_) : mod(rank_ + 1 - s + shift_);
   }
-  ENGINE_RING_HD int recv_chunk(RingPhase p, int s) const {
+  ENGINE_HD int recv_chunk(RingPhase p, int s) const {
     return p == RingPhase::ReduceScatter ? mod(rank_ - s - 1 + shift_) : mod(rank_ - s + shift_);
   }
   // Steps of both phases in a row, g in [0, 2(W-1)): reduce-scatter's, then all-gather's.
-  ENGINE_RING_HD RingPhase phase_of(int g) const {
+  ENGINE_HD RingPhase phase_of(int g) const {
     return g < steps_per_phase() ? RingPhase::ReduceScatter : RingPhase::AllGather;
   }
-  ENGINE_RING_HD int phase_step(int g) const {
+  ENGINE_HD int phase_step(int g) const {
     return g < steps_per_phase() ? g : g - steps_per_phase();
   }
   // The chunk this rank holds complete after the reduce-scatter phase.
-  ENGINE_RING_HD int owned_chunk() const {
+  ENGINE_HD int owned_chunk() const {
     return mod(rank_ + 1 + shift_);
   }
 
-  ENGINE_RING_HD Range chunk(int c) const {
+  ENGINE_HD Range chunk(int c) const {
     const size_t blocks = (count_ + align_ - 1) / align_;
     const size_t base = blocks / world_, extra = blocks % world_, uc = static_cast<size_t>(c);
     const size_t begin = (uc * base + (uc < extra ? uc : extra)) * align_;
@@ -123,28 +117,28 @@ class RingSchedule {
     return {clamp(begin), clamp(end)};
   }
   // The largest chunk's size (a multiple of align: with align > 1 it may pass count).
-  ENGINE_RING_HD size_t max_chunk() const {
+  ENGINE_HD size_t max_chunk() const {
     const size_t blocks = (count_ + align_ - 1) / align_;
     return (blocks / world_ + (blocks % world_ ? 1 : 0)) * align_;
   }
   // Segments per chunk for a segment size in elements (at least 1).
-  ENGINE_RING_HD size_t segments(size_t segment_count) const {
+  ENGINE_HD size_t segments(size_t segment_count) const {
     segment_count = segment_count > 0 ? segment_count : 1;
     const size_t n = (max_chunk() + segment_count - 1) / segment_count;
     return n > 0 ? n : 1;
   }
   // Segment k of chunk c; empty past the chunk's end (and so are the chunk's later segments).
-  ENGINE_RING_HD Range segment(int c, size_t k, size_t segment_count) const {
+  ENGINE_HD Range segment(int c, size_t k, size_t segment_count) const {
     const Range ch = chunk(c);
     const size_t b = ch.begin + k * segment_count < ch.end ? ch.begin + k * segment_count : ch.end;
     return {b, b + segment_count < ch.end ? b + segment_count : ch.end};
   }
 
  private:
-  ENGINE_RING_HD int mod(long v) const {
+  ENGINE_HD int mod(long v) const {
     return static_cast<int>(((v % world_) + world_) % world_);
   }
-  ENGINE_RING_HD size_t clamp(size_t i) const {
+  ENGINE_HD size_t clamp(size_t i) const {
     return i < count_ ? i : count_;
   }
   int rank_, world_;
