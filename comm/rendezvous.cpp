@@ -16,6 +16,7 @@
 #include "comm/file_store.h"
 #include "comm/mem_transport.h"
 #include "comm/shm_transport.h"
+#include "comm/slurm_env.h"
 #include "comm/tcp_store.h"
 #include "comm/tcp_transport.h"
 #include "core/error.h"
@@ -101,8 +102,10 @@ InitTarget resolve_init_method(const InitOptions& o) {
     const Source sources[] = {{"RANK", "WORLD_SIZE", "torchrun"},
                               {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
                               {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"}};
+    const char* who = nullptr;
     for (const Source& s : sources) {
       if (!env(s.rank) && !env(s.size)) continue;
+      who = s.who;
       if (t.rank < 0) {
         ENGINE_CHECK(env(s.rank), "env:// (", s.who, "): ", s.size, " is set but ", s.rank,
                      " is not");
@@ -120,6 +123,12 @@ InitTarget resolve_init_method(const InitOptions& o) {
                  "mpirun or srun, or give --rank and --world-size");
     const char* addr = env("MASTER_ADDR");
     const char* p = env("MASTER_PORT");
+    std::string slurm_addr, slurm_port;
+    if (who == std::string("Slurm") && !(addr && p)) {  // srun: MASTER_* optional (slurm_env.h)
+      slurm::StoreAddress a = slurm::resolved_store_address();
+      slurm_addr = a.host, slurm_port = std::to_string(a.port);
+      addr = slurm_addr.c_str(), p = slurm_port.c_str();
+    }
     ENGINE_CHECK(addr && p, "env://: MASTER_ADDR and MASTER_PORT must name rank 0's store (",
                  addr ? "MASTER_PORT" : "MASTER_ADDR", " is not set)");
     host = addr;

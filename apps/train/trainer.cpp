@@ -9,6 +9,7 @@
 #include "apps/train/cuda_collectives.h"
 #include "apps/train/profile.h"
 #include "comm/rendezvous.h"
+#include "comm/slurm_env.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
@@ -83,7 +84,7 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Mo
 // The communicator of this rank, or none when the job is one process.
 std::unique_ptr<comm::Communicator> connect_rank(const TrainConfig& c) {
   bool env_job = std::getenv("WORLD_SIZE") || std::getenv("OMPI_COMM_WORLD_SIZE") ||
-                 std::getenv("SLURM_NTASKS");
+                 comm::slurm::in_step();  // not an sbatch script's own SLURM_NTASKS
   if (c.init_method == "env://" && c.world_size < 0 && !env_job) return nullptr;
   if (c.world_size == 1) return nullptr;
   comm::InitOptions o;
