@@ -92,6 +92,7 @@ JobCompType=jobcomp/none
 MpiDefault=none
 SchedulerType=sched/builtin
 ReturnToService=2
+FirstJobId=$((1000 + RANDOM)) # job ids, hence srun store ports, differ between clusters
 SlurmdParameters=config_overrides
 MailProg=/bin/true
 KillWait=5
