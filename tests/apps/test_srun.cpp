@@ -47,7 +47,7 @@ class SlurmCluster : public ::testing::Environment {
   void start() {
     tried_ = true;
     if (geteuid() != 0) return void(why_ = "slurmd needs root to start tasks");
-    if (run("command -v srun slurmctld slurmd munged").code != 0)
+    if (run("for t in srun slurmctld slurmd munged; do command -v $t || exit 1; done").code != 0)
       return void(why_ = "slurm-wlm or munge is not installed (apt-get install slurm-wlm munge)");
     // --watch: the daemons go away with this process even if it dies before TearDown.
     RunResult r = run(kScript + " start --watch " + std::to_string(getpid()));
