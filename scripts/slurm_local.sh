@@ -9,6 +9,7 @@
 #                                                 idle, then prints the folder and two lines to
 #                                                 eval: export SLURM_CONF=... ENGINE_SLURM_DIR=...
 #                                                 --watch PID: stop it by itself once PID exits.
+#   The node offers max(cores, 8) CPUs (ENGINE_SLURM_CPUS sets it): srun -n N runs for N up to that.
 #   scripts/slurm_local.sh env DIR               prints the export line again
 #   scripts/slurm_local.sh stop DIR              cancels its jobs, stops the daemons it started
 #                                                 (by their recorded pids) and removes DIR
@@ -62,7 +63,8 @@ start_munge() {
 write_conf() {
   local host cpus
   host=$(hostname -s)
-  cpus=$(nproc)
+  # More CPUs than cores, so that srun -n 3.. runs on a 2-core machine (config_overrides below).
+  cpus=${ENGINE_SLURM_CPUS:-$(($(nproc) > 8 ? $(nproc) : 8))}
   cat >"$D/slurm.conf" <<EOF
 # Written by scripts/slurm_local.sh: a throwaway single-node cluster on localhost.
 ClusterName=enginelocal
