@@ -112,16 +112,15 @@ int parse_port(const char* value) {
   return static_cast<int>(std::stoull(value));
 }
 
-// "2(x3)" -> count 2, repeated 3 times.
+// "2(x3)" -> count 2, repeated 3 times; "1" -> once.
 std::pair<int, int> parse_tasks_item(const std::string& item, const char* var, const char* value) {
   const size_t paren = item.find("(x");
   const std::string n = item.substr(0, paren);
   std::string times = "1";
-  if (paren != std::string::npos && item.back() == ')')
-    times = item.substr(paren + 2, item.size() - paren - 3);
-  ENGINE_CHECK(
-      all_digits(n) && all_digits(times) && (paren == std::string::npos || item.back() == ')'), var,
-      "='", value, "': expected counts like 2(x3),1");
+  if (paren != std::string::npos)
+    times = item.back() == ')' ? item.substr(paren + 2, item.size() - paren - 3) : "";
+  ENGINE_CHECK(all_digits(n) && all_digits(times), var, "='", value,
+               "': expected counts like 2(x3),1");
   return {std::stoi(n), std::stoi(times)};
 }
 

@@ -13,6 +13,7 @@
 
 #include "comm/rendezvous.h"
 #include "comm/slurm_env.h"
+#include "comm/socket.h"
 #include "core/error.h"
 #include "tests/common/expect_error.h"
 
@@ -183,7 +184,16 @@ void srun_task(ScopedEnv& env, int rank, int tasks, const std::string& job,
 
 TEST(SlurmEnv, EnvInitUnderSrunNeedsNoMasterVariables) {
   ScopedEnv env;
-  srun_task(env, 0, 1, std::to_string(getpid()), "localhost");  // a port of this process's own
+  // A job id whose derived port is free now.
+  uint64_t job = static_cast<uint64_t>(getpid());
+  for (int tries = 0; tries < 20; ++tries, job += 7) {
+    try {
+      listen_tcp("", derive_port(job, 0), "probe");
+      break;
+    } catch (const Error&) {
+    }
+  }
+  srun_task(env, 0, 1, std::to_string(job), "localhost");
   InitOptions o;
   o.connect.timeout = Millis(5000);
   InitTarget t = resolve_init_method(o);
