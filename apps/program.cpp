@@ -5,6 +5,8 @@
 #include <exception>
 #include <string>
 
+#include "apps/error_file.h"
+
 namespace engine::apps {
 namespace {
 
@@ -19,6 +21,7 @@ std::string one_line(std::string s) {
 int report(const char* name, const std::string& message, int code) {
   std::fflush(stdout);  // what the program printed comes before why it stopped
   std::fprintf(stderr, "%s: %s\n", name, one_line(message).c_str());
+  write_torchelastic_error_file(std::string(name) + ": " + one_line(message));  // under torchrun
   return code;
 }
 

@@ -19,6 +19,7 @@
 #include "comm/slurm_env.h"
 #include "comm/tcp_store.h"
 #include "comm/tcp_transport.h"
+#include "comm/torch_store.h"
 #include "core/error.h"
 
 namespace engine::comm {
@@ -148,7 +149,10 @@ InitTarget resolve_init_method(const InitOptions& o) {
   ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1, m, " needs --rank and --world-size");
   ENGINE_CHECK(t.rank < t.world_size, "rank ", t.rank, " is not below the world size ",
                t.world_size);
-  t.store = std::make_shared<TcpStore>(host, port, t.rank == 0, timeout, o.connect.bind_address);
+  // torchrun's static rendezvous: its agent serves the store, every rank is a client.
+  t.store = torch_agent_store_from_env(host, port, timeout);
+  if (!t.store)
+    t.store = std::make_shared<TcpStore>(host, port, t.rank == 0, timeout, o.connect.bind_address);
   return t;
 }
 
@@ -205,6 +209,8 @@ RankInfo publish(Store& store, const std::string& pre, int rank, int world, cons
     me.addr = o.bind_address;
   } else if (auto* tcp = dynamic_cast<TcpStore*>(&store)) {
     me.addr = tcp->local_host();  // the interface that reaches rank 0
+  } else if (auto* torch = dynamic_cast<TorchStore*>(&store)) {
+    me.addr = torch->local_host();  // the interface that reaches torchrun's agent
   } else {
     me.addr = "127.0.0.1";
   }

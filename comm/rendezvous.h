@@ -4,8 +4,10 @@
 //   env://               RANK, WORLD_SIZE (torchrun), else OMPI_COMM_WORLD_RANK / _SIZE (Open MPI),
 //                        else SLURM_PROCID / SLURM_NTASKS (Slurm); MASTER_ADDR and MASTER_PORT name
 //                        the TCP store that rank 0 serves (under srun they are optional: the
-//                        first host of the node list, a port from the job id, comm/slurm_env.h).
-//                        Explicit rank / world_size win.
+//                        first host of the node list, a port from the job id, comm/slurm_env.h),
+//                        or, with TORCHELASTIC_USE_AGENT_STORE=True (torchrun's static
+//                        rendezvous), the c10d TCPStore torchrun's agent serves
+//                        (comm/torch_store.h). Explicit rank / world_size win.
 //   tcp://host:port      the same store, rank and world_size given explicitly.
 //   file:///path         a FileStore directory on a filesystem all ranks see; rank and world_size
 //                        given explicitly.

@@ -15,7 +15,9 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add("momentum", &c.momentum, "SGD momentum");
   f.add_choice("optimizer", &c.optimizer, {"sgd", "adam"}, "optimizer");
   f.add("seed", &c.seed, "seed of initialisation, sharding, shuffling and dropout");
-  f.add("threads", &c.threads, "CPU threads for kernels (0: $ENGINE_THREADS or all cores)");
+  f.add("threads", &c.threads,
+        "CPU threads for kernels (0: $ENGINE_THREADS, else $OMP_NUM_THREADS, else usable cores / "
+        "ranks on this host)");
   f.add_choice("shuffle", &c.shuffle, {"on", "off"},
                "reshuffle the shard every epoch; off: batches in shard order");
   f.add("dropout", &c.dropout, "override every dropout probability (< 0: model defaults)");

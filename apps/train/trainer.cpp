@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "apps/threads.h"
 #include "apps/train/cuda_collectives.h"
 #include "apps/train/profile.h"
 #include "comm/rendezvous.h"
@@ -19,14 +20,6 @@ namespace engine::apps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int default_threads() {
-  if (const char* e = std::getenv("ENGINE_THREADS")) {
-    int n = std::atoi(e);
-    if (n > 0) return n;
-  }
-  return hardware_threads();
-}
 
 // --device: rank r of a job trains on cuda:LOCAL_RANK; auto falls back to cpu with a notice.
 Device pick_device(const TrainConfig& c, int local_rank, int rank) {
@@ -142,7 +135,9 @@ void Trainer::connect() {
                ": start it alone, or use --mode ddp");
   rank_ = comm_ ? comm_->rank() : 0;
   world_ = comm_ ? comm_->size() : 1;
-  threads_ = c_.threads > 0 ? static_cast<int>(c_.threads) : default_threads();
+  threads_ = c_.threads > 0
+                 ? static_cast<int>(c_.threads)
+                 : default_threads([](const char* v) { return std::getenv(v); }, usable_cores());
   set_num_threads(threads_);
   progress_ = Progress(rank_, rank_ == 0);
 }
