@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -66,9 +68,19 @@ const char* env(const char* name) {
 
 int parse_int(const std::string& s, const std::string& what) {
   char* end = nullptr;
+  errno = 0;
   long v = std::strtol(s.c_str(), &end, 10);
   ENGINE_CHECK(!s.empty() && end && *end == 0, what, ": '", s, "' is not an integer");
+  ENGINE_CHECK(errno != ERANGE && v >= INT_MIN && v <= INT_MAX, what, ": '", s,
+               "' is out of range");
   return static_cast<int>(v);
+}
+
+// A TCP port, 1 .. 65535 (0 would bind a random port nobody else knows).
+int parse_port(const std::string& s, const std::string& what) {
+  const int port = parse_int(s, what);
+  ENGINE_CHECK(port >= 1 && port <= 65535, what, " is ", s, ": a port must be 1 .. 65535");
+  return port;
 }
 
 // "host:port" -> (host, port); accepts "[v6]:port".
@@ -79,12 +91,23 @@ std::pair<std::string, int> split_host_port(const std::string& s, const std::str
   std::string host = s.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
-  int port = parse_int(s.substr(colon + 1), what + " port");
-  ENGINE_CHECK(port > 0 && port < 65536, what, ": port ", port, " out of range");
-  return {host, port};
+  return {host, parse_port(s.substr(colon + 1), what + " port")};
 }
 
 }  // namespace
+
+void check_init_method(const std::string& m) {
+  if (m == "env://") return;
+  if (m.rfind("tcp://", 0) == 0) {
+    split_host_port(m.substr(6), "tcp:// init method '" + m + "'");
+    return;
+  }
+  if (m.rfind("file://", 0) == 0) {
+    ENGINE_CHECK(m.size() > 7, "file:// init method needs a path (file:///shared/dir)");
+    return;
+  }
+  ENGINE_FAIL("unknown init method '", m, "' (expected env://, tcp://host:port or file:///path)");
+}
 
 InitTarget resolve_init_method(const InitOptions& o) {
   InitTarget t;
@@ -123,9 +146,9 @@ InitTarget resolve_init_method(const InitOptions& o) {
     ENGINE_CHECK(addr && p, "env://: MASTER_ADDR and MASTER_PORT must name rank 0's store (",
                  addr ? "MASTER_PORT" : "MASTER_ADDR", " is not set)");
     host = addr;
-    port = parse_int(p, "MASTER_PORT");
+    port = parse_port(p, "MASTER_PORT");
   } else if (m.rfind("tcp://", 0) == 0) {
-    std::tie(host, port) = split_host_port(m.substr(6), "tcp:// init method");
+    std::tie(host, port) = split_host_port(m.substr(6), "tcp:// init method '" + m + "'");
   } else if (m.rfind("file://", 0) == 0) {
     ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1,
                  "file:// init method needs --rank and --world-size");

@@ -3,6 +3,7 @@
 // apps/train/epoch.cpp.
 #include "apps/train/trainer.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -19,12 +20,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// ENGINE_THREADS (set by launch), else every core; a bad value is an error naming the variable.
 int default_threads() {
-  if (const char* e = std::getenv("ENGINE_THREADS")) {
-    int n = std::atoi(e);
-    if (n > 0) return n;
-  }
-  return hardware_threads();
+  const char* e = std::getenv("ENGINE_THREADS");
+  if (!e || !*e) return hardware_threads();
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(e, &end, 10);
+  ENGINE_CHECK(*end == 0 && errno != ERANGE && n >= 1 && n <= kMaxThreads, "ENGINE_THREADS='", e,
+               "': expected an integer 1 .. ", kMaxThreads);
+  return static_cast<int>(n);
 }
 
 // --device: rank r of a job trains on cuda:LOCAL_RANK; auto falls back to cpu with a notice.
