@@ -162,7 +162,9 @@ InitTarget resolve_init_method(const InitOptions& o) {
   ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1, m, " needs --rank and --world-size");
   ENGINE_CHECK(t.rank < t.world_size, "rank ", t.rank, " is not below the world size ",
                t.world_size);
-  t.store = std::make_shared<TcpStore>(host, port, t.rank == 0, timeout, o.connect.bind_address);
+  // Rank 0 serves on MASTER_ADDR's interface (every interface only for 0.0.0.0 or ::).
+  const std::string& bind = o.connect.bind_address.empty() ? host : o.connect.bind_address;
+  t.store = std::make_shared<TcpStore>(host, port, t.rank == 0, timeout, bind);
   return t;
 }
 
@@ -211,16 +213,22 @@ RankInfo publish(Store& store, const std::string& pre, int rank, int world, cons
   RankInfo me;
   me.host_id = host_identity();
   me.transport = transport_kind_name(o.transport);
-  if (world > 1) {
-    *listener = listen_tcp(o.bind_address, 0, "data port of rank " + std::to_string(rank));
-    me.port = listener->local_port();
-  }
-  if (!o.bind_address.empty() && o.bind_address != "0.0.0.0") {
+  // The data port listens where peers are told to connect: the interface that reaches rank 0
+  // (every interface only when the bind address or MASTER_ADDR says so).
+  auto* tcp = dynamic_cast<TcpStore*>(&store);
+  std::string bind = o.bind_address;
+  if (!is_any_address(o.bind_address)) {
     me.addr = o.bind_address;
-  } else if (auto* tcp = dynamic_cast<TcpStore*>(&store)) {
-    me.addr = tcp->local_host();  // the interface that reaches rank 0
+  } else if (tcp) {
+    me.addr = tcp->local_host();
+    if (o.bind_address.empty() && !is_any_address(tcp->host())) bind = me.addr;
   } else {
     me.addr = "127.0.0.1";
+    if (o.bind_address.empty()) bind = me.addr;
+  }
+  if (world > 1) {
+    *listener = listen_tcp(bind, 0, "data port of rank " + std::to_string(rank));
+    me.port = listener->local_port();
   }
   if (rank == 0) {
     std::random_device rd;
