@@ -196,8 +196,13 @@ RankInfo decode(const std::string& s, int rank) {
   ENGINE_CHECK(std::getline(is, i.host_id) && std::getline(is, i.addr) && std::getline(is, port) &&
                    std::getline(is, nonce) && std::getline(is, i.transport),
                "rendezvous: malformed entry of rank ", rank, " in the store");
-  i.port = std::stoi(port);
-  i.nonce = std::stoull(nonce);
+  char* end = nullptr;
+  errno = 0;
+  i.nonce = std::strtoull(nonce.c_str(), &end, 10);
+  ENGINE_CHECK(!nonce.empty() && *end == 0 && errno != ERANGE, "rendezvous: entry of rank ", rank,
+               " in the store has a malformed nonce '", nonce, "'");
+  i.port =
+      port == "0" ? 0 : parse_port(port, "rendezvous: data port of rank " + std::to_string(rank));
   return i;
 }
 

@@ -10,12 +10,15 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "comm/rendezvous.h"
 #include "comm/tcp_store.h"
 #include "core/error.h"
+#include "tests/comm/comm_test_util.h"
 
 namespace engine::comm {
 namespace {
@@ -150,6 +153,60 @@ TEST(StoreHostile, ClientRefusesValuesOverTheBounds) {
   }
   client.set("small", "ok");
   EXPECT_EQ(client.get("small"), "ok");
+}
+
+}  // namespace
+}  // namespace engine::comm
+
+namespace engine::comm {
+namespace {
+
+// Whether something listens on host:port (a refused connection is retried until 300 ms).
+bool reachable(const std::string& host, int port) {
+  try {
+    connect_tcp(host, port, Deadline::after(Millis(300)), "probe");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Rank 0 serves its store on MASTER_ADDR's interface: another loopback address (127.0.0.2) does
+// not reach it; with 0.0.0.0 every interface does.
+TEST(StoreBind, TheStoreListensOnTheInterfaceOfItsAddress) {
+  for (const std::string host : {"127.0.0.1", "0.0.0.0"}) {
+    InitOptions o;
+    const int port = testing::free_port();
+    o.init_method = "tcp://" + host + ":" + std::to_string(port);
+    o.rank = 0;
+    o.world_size = 2;
+    o.connect.timeout = Millis(5000);
+    InitTarget t = resolve_init_method(o);
+    EXPECT_TRUE(reachable("127.0.0.1", port)) << host;
+    EXPECT_EQ(reachable("127.0.0.2", port), host == "0.0.0.0") << host;
+  }
+}
+
+// Each rank's data port listens on the address it publishes (the interface that reaches rank 0).
+TEST(StoreBind, TheDataPortListensOnTheAddressItPublishes) {
+  InitOptions o;
+  const int port = testing::free_port();
+  o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+  o.rank = 0;
+  o.world_size = 2;
+  o.connect.timeout = Millis(1500);
+  InitTarget t = resolve_init_method(o);
+  // Rank 0 publishes its entry, then waits for a rank 1 that never comes.
+  std::thread rank0([&] { EXPECT_THROW(connect_communicator(t.store, 0, 2, o.connect), Error); });
+  TcpStore peek("127.0.0.1", port, false, Millis(3000));
+  std::istringstream entry(peek.get("engine/1/rank/0"));  // host id, address, port, ...
+  std::string host_id, addr, data_port;
+  std::getline(entry, host_id);
+  std::getline(entry, addr);
+  std::getline(entry, data_port);
+  EXPECT_EQ(addr, "127.0.0.1");
+  EXPECT_FALSE(reachable("127.0.0.2", std::stoi(data_port)));
+  rank0.join();
 }
 
 }  // namespace
