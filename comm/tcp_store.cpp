@@ -264,21 +264,21 @@ std::string TcpStoreServer::wait_reply(bool get, const std::vector<std::string>&
   return reply;
 }
 
-int64_t TcpStoreServer::add(const std::string& key, int64_t by) {
-  int64_t v = by;
+bool TcpStoreServer::add(const std::string& key, int64_t by, int64_t* sum) {
   {
     std::lock_guard lk(mu_);
     auto it = kv_.find(key);
-    if (it != kv_.end()) {
-      v += std::strtoll(it->second.c_str(), nullptr, 10);
-      stored_ -= key.size() + it->second.size();
-    }
-    std::string& value = kv_[key];
-    value = std::to_string(v);
-    stored_ += key.size() + value.size();
+    const int64_t was = it == kv_.end() ? 0 : std::strtoll(it->second.c_str(), nullptr, 10);
+    // Wraps around as two's complement (no undefined overflow from a stranger's delta).
+    *sum = static_cast<int64_t>(static_cast<uint64_t>(was) + static_cast<uint64_t>(by));
+    const std::string value = std::to_string(*sum);
+    const size_t before = it == kv_.end() ? 0 : key.size() + it->second.size();
+    if (stored_ - before + key.size() + value.size() > kMaxStored) return false;
+    stored_ = stored_ - before + key.size() + value.size();
+    kv_[key] = value;
   }
   cv_.notify_all();
-  return v;
+  return true;
 }
 
 bool TcpStoreServer::set(const std::string& key, const std::string& value) {
@@ -303,10 +303,7 @@ std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, s
   switch (op) {
     case Op::Set:
       if (!in.str(&key, kMaxKey, "key") || !in.str(&value, kMaxValue, "value")) return "";
-      if (!set(key, value)) {
-        *why = detail::concat("the store is full (", kMaxStored >> 20, " MiB)");
-        return "";
-      }
+      if (!set(key, value)) break;
       put<uint8_t>(reply, 0);
       return reply;
     case Op::Get:
@@ -315,10 +312,13 @@ std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, s
     case Op::Wait:
       if (!in.keys(&keys) || !in.i64(&arg)) return "";
       return wait_reply(false, keys, arg);
-    case Op::Add:
+    case Op::Add: {
+      int64_t sum = 0;
       if (!in.str(&key, kMaxKey, "key") || !in.i64(&arg)) return "";
-      put<int64_t>(reply, add(key, arg));
+      if (!add(key, arg, &sum)) break;
+      put<int64_t>(reply, sum);
       return reply;
+    }
     case Op::Check: {
       if (!in.keys(&keys)) return "";
       std::lock_guard lk(mu_);
@@ -329,6 +329,8 @@ std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, s
       *why = detail::concat("unknown request ", static_cast<int>(op));
       return "";
   }
+  *why = detail::concat("the store is full (", kMaxStored >> 20, " MiB of keys and values)");
+  return "";
 }
 
 // ---------------------------------------------------------------------------------------------

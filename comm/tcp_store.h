@@ -55,8 +55,9 @@ class TcpStoreServer {
   std::string handle(uint8_t op, const std::function<bool(void*, size_t)>& read, std::string* why);
   // get (one key, its value) or wait (the keys still missing), after waiting up to `ms`.
   std::string wait_reply(bool get, const std::vector<std::string>& keys, int64_t ms);
-  int64_t add(const std::string& key, int64_t by);
-  bool set(const std::string& key, const std::string& value);  // false when the store is full
+  // Both false when the store is full.
+  bool add(const std::string& key, int64_t by, int64_t* sum);
+  bool set(const std::string& key, const std::string& value);
   std::vector<std::string> missing_of(const std::vector<std::string>& keys) const;  // mu_ held
 
   const StoreLimits limits_;

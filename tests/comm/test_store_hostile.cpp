@@ -142,6 +142,28 @@ TEST(StoreHostile, ConnectionsAreCappedAndFinishedOnesReaped) {
   EXPECT_NE(log.find("too many connections (4)"), std::string::npos) << log;
 }
 
+// Everything stored is bounded (64 MiB): a client that keeps setting new keys is cut off, and
+// the store goes on serving what it holds.
+TEST(StoreHostile, TheStoreIsBounded) {
+  TcpStoreServer server("127.0.0.1", 0);
+  ::testing::internal::CaptureStderr();
+  int stored = 0;
+  {
+    TcpStore filler("127.0.0.1", server.port(), false, Millis(5000));
+    const std::string mib(1 << 20, 'x');
+    try {
+      for (; stored < 100; ++stored) filler.set(std::to_string(stored) + "k", mib);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("closed the connection"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(stored, 63);
+  TcpStore client("127.0.0.1", server.port(), false, Millis(5000));
+  EXPECT_EQ(client.get("62k").size(), 1u << 20);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("the store is full (64 MiB of keys and values)"), std::string::npos) << log;
+}
+
 TEST(StoreHostile, ClientRefusesValuesOverTheBounds) {
   TcpStoreServer server("127.0.0.1", 0);
   TcpStore client("127.0.0.1", server.port(), false, Millis(5000));
