@@ -124,6 +124,9 @@ TEST(StrictFlagsEveryProgram, NumbersOverflowOrNotFiniteExitTwoNamingTheFlag) {
       {"trace_svg", "--in a.json --out a.svg --steps 99999999999999999999:1", "--steps"},
       {"allreduce_bench", "--iters 99999999999999999999", "--iters"},
       {"allreduce_bench", "--step-factor nan", "--step-factor"},
+      {"allreduce_bench", "--max-bytes 99999999999G",
+       "--max-bytes: '99999999999G' is out of range"},
+      {"allreduce_bench", "--timeout 9999999999999", "--timeout must be in (0, 604800] seconds"},
       {"bench_kernels", "--threads 99999999999999999999", "--threads"},
       {"bench_kernels", "--threads 100000", "--threads must be 0 .. 1024"},
   };
