@@ -15,6 +15,7 @@
 
 #include "comm/socket.h"
 #include "tests/apps/train_fixture.h"
+#include "tests/common/proc_status.h"
 
 namespace engine::testing {
 namespace {
@@ -62,14 +63,6 @@ int wait_rank(Reaper& r, pid_t pid, long* peak_mb) {
   std::erase(r.pids, pid);
   *peak_mb = ru.ru_maxrss / 1024;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-long status_mb(pid_t pid, const std::string& field) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1)) / 1024;
-  return -1;
 }
 
 template <class T>
@@ -122,7 +115,8 @@ TEST_F(StoreAttack, FiftyHostileClientsChangeNeitherMemoryNorWeights) {
             break;
       }
       std::printf("[rank 0 under attack, before rank 1 starts] VmRSS %ld MB, VmHWM %ld MB\n",
-                  status_mb(r0, "VmRSS"), status_mb(r0, "VmHWM"));
+                  proc_status_kb("VmRSS", std::to_string(r0)) / 1024,
+                  proc_status_kb("VmHWM", std::to_string(r0)) / 1024);
     }
     const pid_t r1 = spawn_rank(1, p, args, save + ".rank1.log");
     reaper.pids.push_back(r1);

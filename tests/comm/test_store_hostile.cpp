@@ -19,21 +19,13 @@
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/common/proc_status.h"
 
 namespace engine::comm {
 namespace {
 
 constexpr uint32_t kHello[2] = {0x53474E45, 1};  // "ENGS", version 1
 constexpr uint8_t kSet = 1;
-
-// A field of /proc/self/status, in kB.
-long status_kb(const std::string& field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  return -1;
-}
 
 // A client that has sent the store's handshake and read its answer.
 Socket greeted(int port) {
@@ -71,7 +63,7 @@ void expect_store_serves(int port) {
 TEST(StoreHostile, HugeClaimedLengthsAreRefusedWithoutAllocating) {
   TcpStoreServer server("127.0.0.1", 0, {Millis(2000), Millis(2000), 1024});
   ::testing::internal::CaptureStderr();
-  const long before = status_kb("VmRSS");
+  const long before = engine::testing::proc_status_kb("VmRSS");
   std::vector<Socket> clients;
   for (int i = 0; i < 50; ++i) {
     Socket s = greeted(server.port());
@@ -89,7 +81,7 @@ TEST(StoreHostile, HugeClaimedLengthsAreRefusedWithoutAllocating) {
     clients.push_back(std::move(s));
   }
   for (const Socket& s : clients) EXPECT_TRUE(hung_up_within(s, 1000));
-  const long grown_kb = status_kb("VmRSS") - before;
+  const long grown_kb = engine::testing::proc_status_kb("VmRSS") - before;
   std::printf("[RSS growth under 50 hostile clients] %ld kB\n", grown_kb);
   EXPECT_LT(grown_kb, 20 * 1024);
   expect_store_serves(server.port());

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "data/idx.h"
+#include "tests/common/proc_status.h"
 #include "tests/common/temp_dir.h"
 
 namespace engine::data {
@@ -47,15 +48,6 @@ void write_bomb(const std::string& path) {
   for (int i = 1; i < 64; ++i) f << zeros;
 }
 
-// A field of /proc/self/status, in kB.
-long status_kb(const std::string& field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  return -1;
-}
-
 TEST(IdxBomb, GzipInflationIsCappedByTheHeader) {
   const testing::TempDir dir;
   const std::string path = dir.file("train-images-idx3-ubyte.gz");
@@ -69,14 +61,14 @@ TEST(IdxBomb, GzipInflationIsCappedByTheHeader) {
   if (pid == 0) {
     close(fds[0]);
     std::ofstream("/proc/self/clear_refs") << "5";
-    const long before = status_kb("VmRSS");
+    const long before = testing::proc_status_kb("VmRSS");
     std::string msg = "no error";
     try {
       read_idx(path);
     } catch (const Error& e) {
       msg = e.what();
     }
-    msg = std::to_string((status_kb("VmHWM") - before) / 1024) + " " + msg;
+    msg = std::to_string((testing::proc_status_kb("VmHWM") - before) / 1024) + " " + msg;
     (void)!write(fds[1], msg.data(), msg.size());
     _exit(0);
   }
