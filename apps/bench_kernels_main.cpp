@@ -52,7 +52,7 @@ bool parse_args(int argc, char** argv, Options* o) {
     return false;
   }
   ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected argument '", f.rest()[0], "'");
-  ENGINE_USAGE_CHECK(o->threads >= 0, "--threads must be at least 1");
+  engine::apps::check_range("--threads", o->threads, 0, engine::apps::kMaxThreads);
   o->benchmark_flags = f.passed_through();
   return true;
 }

@@ -1,8 +1,11 @@
 // apps/flags.cpp: see flags.h.
 #include "apps/flags.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 namespace engine::apps {
@@ -127,16 +130,27 @@ void Flags::print_help() const {
 
 int64_t Flags::parse_int(const std::string& name, const std::string& v) {
   char* end = nullptr;
+  errno = 0;
   const long long x = std::strtoll(v.c_str(), &end, 10);
   ENGINE_USAGE_CHECK(!v.empty() && end && *end == 0, "--", name, ": '", v, "' is not an integer");
+  ENGINE_USAGE_CHECK(errno != ERANGE, "--", name, ": '", v, "' is out of range (",
+                     std::numeric_limits<int64_t>::min(), " .. ",
+                     std::numeric_limits<int64_t>::max(), ")");
   return x;
 }
 
 double Flags::parse_double(const std::string& name, const std::string& v) {
   char* end = nullptr;
+  errno = 0;
   const double x = std::strtod(v.c_str(), &end);
   ENGINE_USAGE_CHECK(!v.empty() && end && *end == 0, "--", name, ": '", v, "' is not a number");
+  ENGINE_USAGE_CHECK(std::isfinite(x) && !(errno == ERANGE && x != 0), "--", name, ": '", v,
+                     "' is not a finite number");
   return x;
+}
+
+void check_range(const std::string& flag, int64_t v, int64_t lo, int64_t hi) {
+  ENGINE_USAGE_CHECK(v >= lo && v <= hi, flag, " must be ", lo, " .. ", hi, ", got ", v);
 }
 
 void Flags::declare(const std::string& name, const std::string& help, const std::string& def,

@@ -57,7 +57,8 @@ class Flags {
   const std::vector<std::string>& passed_through() const { return passed_; }
   void print_help() const;
 
-  // Throw UsageError naming --name when v is not an integer / a number.
+  // Throw UsageError naming --name when v is not an integer / a number: one that overflows
+  // int64 or is not finite (inf, nan, 1e999) is refused, never clamped.
   static int64_t parse_int(const std::string& name, const std::string& v);
   static double parse_double(const std::string& name, const std::string& v);
 
@@ -79,6 +80,12 @@ class Flags {
   std::vector<std::string> given_, rest_, passed_, required_, pass_prefixes_;
   bool stop_at_positional_ = false, underscores_ = false;
 };
+
+// Throws UsageError "<flag> must be lo .. hi, got v" unless lo <= v <= hi (flag: "--threads").
+void check_range(const std::string& flag, int64_t v, int64_t lo, int64_t hi);
+
+// The most threads any program starts for its kernels (--threads, ENGINE_THREADS).
+constexpr int64_t kMaxThreads = 1024;
 
 // The items of a comma-separated flag value ("a,b,,c" -> a, b, "", c; "" -> one empty item).
 std::vector<std::string> split_commas(const std::string& text);

@@ -4,10 +4,13 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
+#include "apps/flags.h"
+#include "comm/slurm_env.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace engine::apps {
@@ -18,41 +21,32 @@ int leading_positive(const char* s) {
   if (!s || !*s) return 0;
   char* end = nullptr;
   const long v = std::strtol(s, &end, 10);
-  if (end == s || (*end != 0 && *end != ',') || v <= 0 || v > 1 << 20) return 0;
+  if (end == s || (*end != 0 && *end != ',') || v <= 0 || v > kMaxThreads) return 0;
   return static_cast<int>(v);
+}
+
+// ENGINE_THREADS is ours: a value that is not an integer 1 .. kMaxThreads is an error.
+int engine_threads(const char* e) {
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(e, &end, 10);
+  ENGINE_CHECK(*end == 0 && errno != ERANGE && n >= 1 && n <= kMaxThreads, "ENGINE_THREADS='", e,
+               "': expected an integer 1 .. ", kMaxThreads);
+  return static_cast<int>(n);
 }
 
 int local_ranks(const EnvLookup& env) {
   for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
     if (int n = leading_positive(env(name))) return n;
-  const char* node = env("SLURM_NODEID");
-  const int node_id = node && *node ? std::atoi(node) : 0;
-  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})
-    if (const char* v = env(name))
-      if (int n = slurm_tasks_on_node(v, node_id)) return n;
-  return 1;
+  auto nonempty = [&](const char* name) -> const char* {
+    const char* v = env(name);
+    return v && *v ? v : nullptr;
+  };
+  return std::max(1, comm::slurm::local_task_count(nonempty));
 }
 
 }  // namespace
-
-int slurm_tasks_on_node(const std::string& per_node, int node) {
-  std::istringstream items(per_node);
-  std::string item;
-  int first = 0;  // index of the first node this item covers
-  while (std::getline(items, item, ',')) {
-    int tasks = 0, repeat = 1;
-    char tail = 0;
-    if (std::sscanf(item.c_str(), "%d(x%d%c", &tasks, &repeat, &tail) == 3) {
-      if (tail != ')') return 0;
-    } else if (std::sscanf(item.c_str(), "%d%c", &tasks, &tail) != 1) {
-      return 0;
-    }
-    if (tasks <= 0 || repeat <= 0) return 0;
-    if (node >= first && node < first + repeat) return tasks;
-    first += repeat;
-  }
-  return 0;
-}
 
 int usable_cores() {
   cpu_set_t set;
@@ -62,8 +56,8 @@ int usable_cores() {
 }
 
 int default_threads(const EnvLookup& env, int cores) {
-  for (const char* name : {"ENGINE_THREADS", "OMP_NUM_THREADS"})
-    if (int n = leading_positive(env(name))) return n;
+  if (int n = engine_threads(env("ENGINE_THREADS"))) return n;
+  if (int n = leading_positive(env("OMP_NUM_THREADS"))) return n;
   return std::max(1, cores / local_ranks(env));
 }
 

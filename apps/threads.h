@@ -9,18 +9,15 @@ namespace engine::apps {
 // Reads an environment variable: nullptr when unset.
 using EnvLookup = std::function<const char*(const char*)>;
 
-// ENGINE_THREADS, else OMP_NUM_THREADS (torchrun sets 1 when it starts several ranks; the first
-// number of a list), else usable_cores divided by the ranks on this host: LOCAL_WORLD_SIZE
-// (torchrun, launch), OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), or this node's entry of Slurm's
-// SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE ("2(x3),1") at SLURM_NODEID; at least 1.
-// Values that are not positive integers are skipped.
+// ENGINE_THREADS (an engine::Error naming it unless an integer 1 .. 1024), else OMP_NUM_THREADS
+// (torchrun sets 1 when it starts several ranks; the first number of a list), else usable_cores
+// divided by the ranks on this host: LOCAL_WORLD_SIZE (torchrun, launch),
+// OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), or this node's entry of Slurm's SLURM_STEP_TASKS_PER_NODE
+// / SLURM_TASKS_PER_NODE ("2(x3),1") at SLURM_NODEID; at least 1. Other values that are not
+// positive integers are skipped.
 int default_threads(const EnvLookup& env, int usable_cores);
 
 // The cores this process may run on (its CPU affinity), at least 1.
 int usable_cores();
-
-// This node's task count in Slurm's compressed per-node list ("2(x3),1": nodes 0-2 run 2 tasks,
-// node 3 runs 1), or 0 when the list does not parse or has no such node.
-int slurm_tasks_on_node(const std::string& per_node, int node);
 
 }  // namespace engine::apps

@@ -57,6 +57,7 @@ int run(int argc, char** argv) {
   flags.require("out");
   if (!flags.parse(argc, argv)) return 0;
   ENGINE_USAGE_CHECK(flags.rest().empty(), "unexpected argument '", flags.rest()[0], "'");
+  ENGINE_USAGE_CHECK(width <= 1e6, "--width must be at most 1000000, got ", width);
   int64_t first = 0, last = 0;
   parse_steps(steps, &first, &last);
 

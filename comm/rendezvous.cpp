@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -68,9 +70,19 @@ const char* env(const char* name) {
 
 int parse_int(const std::string& s, const std::string& what) {
   char* end = nullptr;
+  errno = 0;
   long v = std::strtol(s.c_str(), &end, 10);
   ENGINE_CHECK(!s.empty() && end && *end == 0, what, ": '", s, "' is not an integer");
+  ENGINE_CHECK(errno != ERANGE && v >= INT_MIN && v <= INT_MAX, what, ": '", s,
+               "' is out of range");
   return static_cast<int>(v);
+}
+
+// A TCP port, 1 .. 65535 (0 would bind a random port nobody else knows).
+int parse_port(const std::string& s, const std::string& what) {
+  const int port = parse_int(s, what);
+  ENGINE_CHECK(port >= 1 && port <= 65535, what, " is ", s, ": a port must be 1 .. 65535");
+  return port;
 }
 
 // "host:port" -> (host, port); accepts "[v6]:port".
@@ -81,12 +93,23 @@ std::pair<std::string, int> split_host_port(const std::string& s, const std::str
   std::string host = s.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
-  int port = parse_int(s.substr(colon + 1), what + " port");
-  ENGINE_CHECK(port > 0 && port < 65536, what, ": port ", port, " out of range");
-  return {host, port};
+  return {host, parse_port(s.substr(colon + 1), what + " port")};
 }
 
 }  // namespace
+
+void check_init_method(const std::string& m) {
+  if (m == "env://") return;
+  if (m.rfind("tcp://", 0) == 0) {
+    split_host_port(m.substr(6), "tcp:// init method '" + m + "'");
+    return;
+  }
+  if (m.rfind("file://", 0) == 0) {
+    ENGINE_CHECK(m.size() > 7, "file:// init method needs a path (file:///shared/dir)");
+    return;
+  }
+  ENGINE_FAIL("unknown init method '", m, "' (expected env://, tcp://host:port or file:///path)");
+}
 
 InitTarget resolve_init_method(const InitOptions& o) {
   InitTarget t;
@@ -133,9 +156,9 @@ InitTarget resolve_init_method(const InitOptions& o) {
     ENGINE_CHECK(addr && p, "env://: MASTER_ADDR and MASTER_PORT must name rank 0's store (",
                  addr ? "MASTER_PORT" : "MASTER_ADDR", " is not set)");
     host = addr;
-    port = parse_int(p, "MASTER_PORT");
+    port = parse_port(p, "MASTER_PORT");
   } else if (m.rfind("tcp://", 0) == 0) {
-    std::tie(host, port) = split_host_port(m.substr(6), "tcp:// init method");
+    std::tie(host, port) = split_host_port(m.substr(6), "tcp:// init method '" + m + "'");
   } else if (m.rfind("file://", 0) == 0) {
     ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1,
                  "file:// init method needs --rank and --world-size");
@@ -151,8 +174,9 @@ InitTarget resolve_init_method(const InitOptions& o) {
                t.world_size);
   // torchrun's static rendezvous: its agent serves the store, every rank is a client.
   t.store = torch_agent_store_from_env(host, port, timeout);
-  if (!t.store)
-    t.store = std::make_shared<TcpStore>(host, port, t.rank == 0, timeout, o.connect.bind_address);
+  // Otherwise rank 0 serves on MASTER_ADDR's interface (every interface only for 0.0.0.0 or ::).
+  const std::string& bind = o.connect.bind_address.empty() ? host : o.connect.bind_address;
+  if (!t.store) t.store = std::make_shared<TcpStore>(host, port, t.rank == 0, timeout, bind);
   return t;
 }
 
@@ -184,8 +208,13 @@ RankInfo decode(const std::string& s, int rank) {
   ENGINE_CHECK(std::getline(is, i.host_id) && std::getline(is, i.addr) && std::getline(is, port) &&
                    std::getline(is, nonce) && std::getline(is, i.transport),
                "rendezvous: malformed entry of rank ", rank, " in the store");
-  i.port = std::stoi(port);
-  i.nonce = std::stoull(nonce);
+  char* end = nullptr;
+  errno = 0;
+  i.nonce = std::strtoull(nonce.c_str(), &end, 10);
+  ENGINE_CHECK(!nonce.empty() && *end == 0 && errno != ERANGE, "rendezvous: entry of rank ", rank,
+               " in the store has a malformed nonce '", nonce, "'");
+  i.port =
+      port == "0" ? 0 : parse_port(port, "rendezvous: data port of rank " + std::to_string(rank));
   return i;
 }
 
@@ -201,18 +230,25 @@ RankInfo publish(Store& store, const std::string& pre, int rank, int world, cons
   RankInfo me;
   me.host_id = host_identity();
   me.transport = transport_kind_name(o.transport);
-  if (world > 1) {
-    *listener = listen_tcp(o.bind_address, 0, "data port of rank " + std::to_string(rank));
-    me.port = listener->local_port();
-  }
-  if (!o.bind_address.empty() && o.bind_address != "0.0.0.0") {
+  // The data port listens where peers are told to connect: the interface that reaches rank 0
+  // (every interface only when the bind address or MASTER_ADDR says so).
+  auto* tcp = dynamic_cast<TcpStore*>(&store);
+  std::string bind = o.bind_address;
+  if (!is_any_address(o.bind_address)) {
     me.addr = o.bind_address;
-  } else if (auto* tcp = dynamic_cast<TcpStore*>(&store)) {
+  } else if (tcp) {
     me.addr = tcp->local_host();  // the interface that reaches rank 0
+    if (o.bind_address.empty() && !is_any_address(tcp->host())) bind = me.addr;
   } else if (auto* torch = dynamic_cast<TorchStore*>(&store)) {
     me.addr = torch->local_host();  // the interface that reaches torchrun's agent
+    if (o.bind_address.empty()) bind = me.addr;
   } else {
     me.addr = "127.0.0.1";
+    if (o.bind_address.empty()) bind = me.addr;
+  }
+  if (world > 1) {
+    *listener = listen_tcp(bind, 0, "data port of rank " + std::to_string(rank));
+    me.port = listener->local_port();
   }
   if (rank == 0) {
     std::random_device rd;

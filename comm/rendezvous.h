@@ -51,6 +51,9 @@ struct InitTarget {
   std::shared_ptr<Store> store;
 };
 InitTarget resolve_init_method(const InitOptions& opts);
+// Throws engine::Error unless m is env://, tcp://host:port (port 1 .. 65535) or file:///path:
+// the syntax alone, whatever the world size, without touching the network or the environment.
+void check_init_method(const std::string& m);
 
 // Rendezvous and connect: the usual entry point of a rank.
 std::unique_ptr<Communicator> init_communicator(const InitOptions& opts);

@@ -98,8 +98,12 @@ static addrinfo* resolve(const std::string& host, int port, bool passive, const 
   return res;
 }
 
+bool is_any_address(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
+}
+
 Socket listen_tcp(const std::string& host_in, int port, const std::string& what) {
-  std::string host = host_in == "0.0.0.0" ? "" : host_in;
+  std::string host = host_in == "0.0.0.0" ? "" : host_in == "[::]" ? "::" : host_in;
   // With no host, prefer IPv4 "any" so that IPv4-only peers reach us.
   if (host.empty()) host = "0.0.0.0";
   addrinfo* res = resolve(host, port, true, what);
@@ -126,6 +130,10 @@ Socket listen_tcp(const std::string& host_in, int port, const std::string& what)
     ENGINE_FAIL(what, ": port ", port, " on ", host,
                 " is already in use (EADDRINUSE): another job or an earlier run still holds it; "
                 "pick another port (MASTER_PORT / tcp://host:PORT) or stop that process");
+  if (last_err == EADDRNOTAVAIL)
+    ENGINE_FAIL(what, ": cannot listen on ", host, ":", port,
+                ": not an address of this host (EADDRNOTAVAIL); MASTER_ADDR (or tcp://HOST) must "
+                "name an interface of rank 0's host, or 0.0.0.0 / :: for every interface");
   ENGINE_FAIL(what, ": cannot listen on ", host, ":", port, ": ", errno_str(last_err));
 }
 

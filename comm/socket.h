@@ -36,7 +36,11 @@ class Socket {
   int fd_ = -1;
 };
 
-// Listens on host:port (port 0 = any free port). host "" or "0.0.0.0" = all interfaces.
+// Whether host means every interface: "", "0.0.0.0", "::" or "[::]".
+bool is_any_address(const std::string& host);
+
+// Listens on host:port (port 0 = any free port). host "" or "0.0.0.0" = all interfaces (IPv4),
+// "::" all interfaces of IPv6 (and IPv4, where the system maps it).
 // `what` names the port in errors ("rendezvous store", "data port of rank 2").
 Socket listen_tcp(const std::string& host, int port, const std::string& what);
 // Accepts one pending connection, or returns an invalid Socket if none is pending.

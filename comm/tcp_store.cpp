@@ -5,16 +5,18 @@
 //                        ADD str key, i64 delta        -> i64 new value
 //                        CHECK u32 n, n x str          -> u8 (1 = all exist)
 //                        WAIT u32 n, n x str, i64 ms   -> u8 status, u32 m, m x str (missing)
-//   str = u32 length (at most 64 MiB) + bytes.
+//   str = u32 length + bytes (keys at most 4 KiB, values 1 MiB: see tcp_store.h's bounds).
 #include "comm/tcp_store.h"
 
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "core/error.h"
 
@@ -23,8 +25,15 @@ namespace {
 
 constexpr uint32_t kMagic = 0x53474E45;  // "ENGS"
 constexpr uint32_t kVersion = 1;
-constexpr uint32_t kMaxStr = 64u << 20;
-constexpr uint32_t kMaxKeys = 1u << 16;
+// What a client may send (tcp_store.h): generous for a rank, small for rank 0's memory.
+constexpr uint32_t kMaxKey = 4096;
+constexpr uint32_t kMaxValue = 1u << 20;
+constexpr uint32_t kMaxKeys = 1u << 17;  // keys of one WAIT or CHECK: a world's ranks
+constexpr size_t kMaxRequest = 8u << 20;
+constexpr size_t kMaxStored = 64u << 20;
+constexpr size_t kPiece = 64u << 10;  // a string is read (and grown) this much at a time
+constexpr int kLoggedRefusals = 20;
+constexpr int64_t kMaxWaitMs = 7 * 24 * 3600 * 1000ll;  // a GET or WAIT's own timeout, clamped
 enum Op : uint8_t { Set = 1, Get = 2, Add = 3, Check = 4, Wait = 5 };
 
 template <class T>
@@ -62,7 +71,8 @@ struct Cursor {
 // ---------------------------------------------------------------------------------------------
 // Server
 
-TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port) {
+TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, StoreLimits limits)
+    : limits_(limits) {
   listener_ = listen_tcp(bind_host, port, "rendezvous store (rank 0)");
   port_ = listener_.local_port();
   acceptor_ = std::thread([this] { accept_loop(); });
@@ -72,8 +82,35 @@ TcpStoreServer::~TcpStoreServer() {
   stop_ = true;
   cv_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
-  for (auto& t : clients_)
-    if (t.joinable()) t.join();
+  for (auto& c : clients_)
+    if (c.thread.joinable()) c.thread.join();
+}
+
+int TcpStoreServer::connections() const {
+  std::lock_guard lk(threads_mu_);
+  int n = 0;
+  for (auto& c : clients_) n += c.done ? 0 : 1;
+  return n;
+}
+
+void TcpStoreServer::refuse(const std::string& who, const std::string& why) {
+  const int n = ++refusals_;
+  if (n <= kLoggedRefusals)
+    fprintf(stderr, "[engine comm] rendezvous store refused a connection from %s: %s\n",
+            who.c_str(), why.c_str());
+  if (n == kLoggedRefusals)
+    fprintf(stderr, "[engine comm] rendezvous store: later refusals are not logged\n");
+}
+
+void TcpStoreServer::reap() {
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    if (!it->done) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = clients_.erase(it);
+  }
 }
 
 void TcpStoreServer::accept_loop() {
@@ -84,24 +121,42 @@ void TcpStoreServer::accept_loop() {
     if (!s.valid()) continue;
     std::lock_guard lk(threads_mu_);
     if (stop_) break;
-    clients_.emplace_back([this, s = std::move(s)]() mutable { serve(std::move(s)); });
+    reap();
+    if (clients_.size() >= limits_.max_connections) {
+      refuse(s.peer_str(), detail::concat("too many connections (", limits_.max_connections, ")"));
+      continue;
+    }
+    Client& c = clients_.emplace_back();
+    c.thread = std::thread([this, &c, s = std::move(s)]() mutable {
+      serve(std::move(s));
+      c.done = true;
+    });
   }
 }
 
 void TcpStoreServer::serve(Socket s) {
   const std::string who = s.peer_str();
-  // Reads exactly n bytes; false on EOF, error, stop, or (during the handshake) a 10 s silence.
-  bool in_handshake = true;
-  Deadline hello_deadline = Deadline::after(Millis(10000));
+  // Every read is bounded: the handshake and each request by a deadline, a request by its bytes.
+  std::optional<Deadline> deadline = Deadline::after(limits_.handshake);
+  size_t budget = sizeof(uint32_t) * 2;
+  std::string late =
+      "no handshake within " + seconds_str(limits_.handshake) + " (not a rank of this job)";
+  std::string why;
   auto read = [&](void* dst, size_t n) -> bool {
-    auto* p = static_cast<char*>(dst);
-    while (n > 0) {
+    if (n > budget) {
+      why = "a request of more than " + std::to_string(kMaxRequest) + " bytes";
+      return false;
+    }
+    budget -= n;
+    for (auto* p = static_cast<char*>(dst); n > 0;) {
       if (stop_) return false;
-      if (in_handshake && hello_deadline.expired()) return false;
+      if (deadline && deadline->expired()) {
+        why = late;
+        return false;
+      }
       pollfd pf{s.fd(), POLLIN, 0};
       int rc = poll(&pf, 1, 50);
-      if (rc == 0) continue;
-      if (rc < 0 && errno == EINTR) continue;
+      if (rc == 0 || (rc < 0 && errno == EINTR)) continue;
       ssize_t got = recv(s.fd(), p, n, 0);
       if (got == 0) return false;
       if (got < 0) {
@@ -109,33 +164,32 @@ void TcpStoreServer::serve(Socket s) {
         return false;
       }
       p += got;
-      n -= got;
+      n -= static_cast<size_t>(got);
     }
     return true;
   };
-  auto refuse = [&](const char* why) {
-    fprintf(stderr, "[engine comm] rendezvous store refused a connection from %s: %s\n",
-            who.c_str(), why);
-  };
   uint32_t hello[2];
   if (!read(hello, sizeof hello)) {
-    if (!stop_) refuse("no handshake (not a rank of this job)");
+    if (!stop_) refuse(who, why.empty() ? "no handshake (not a rank of this job)" : why);
     return;
   }
   if (hello[0] != kMagic || hello[1] != kVersion) {
-    refuse("bad handshake bytes (not a rank of this job)");
+    refuse(who, "bad handshake bytes (not a rank of this job)");
     return;
   }
-  in_handshake = false;
+  late = "a request incomplete " + seconds_str(limits_.request) + " after its first byte";
   try {
-    send_all(s, hello, sizeof hello, Deadline::after(Millis(10000)), who);
+    send_all(s, hello, sizeof hello, Deadline::after(limits_.handshake), who);
     while (!stop_) {
       uint8_t op;
+      deadline.reset();  // idle between requests
+      budget = 1;
       if (!read(&op, 1)) return;
-      bool ok = true;
-      std::string reply = handle(op, read, &ok);
-      if (!ok) {
-        if (!stop_) refuse("malformed request");
+      deadline = Deadline::after(limits_.request);
+      budget = kMaxRequest;
+      std::string reply = handle(op, read, &why);
+      if (!why.empty()) {
+        if (!stop_) refuse(who, why);
         return;
       }
       send_all(s, reply.data(), reply.size(), Deadline::after(Millis(60000)), who);
@@ -148,24 +202,40 @@ void TcpStoreServer::serve(Socket s) {
 
 namespace {
 
-// A request's fields, read through serve()'s bounded reader.
+// A request's fields, read through serve()'s bounded reader; *why says what was refused.
 struct RequestReader {
   const std::function<bool(void*, size_t)>& read;
+  std::string* why;
 
-  bool str(std::string* out) const {
+  bool fail(const std::string& w) const {
+    if (why->empty()) *why = w;
+    return false;
+  }
+  // A string of at most `max` bytes, read in pieces as they arrive.
+  bool str(std::string* out, uint32_t max, const char* what) const {
     uint32_t n;
-    if (!read(&n, 4) || n > kMaxStr) return false;
-    out->resize(n);
-    return n == 0 || read(out->data(), n);
+    if (!read(&n, 4)) return fail("malformed request");
+    if (n > max) return fail(detail::concat("a ", what, " of ", n, " bytes (at most ", max, ")"));
+    out->clear();
+    for (size_t got = 0; got < n;) {
+      const size_t k = std::min<size_t>(kPiece, n - got);
+      out->resize(got + k);
+      if (!read(out->data() + got, k)) return fail("malformed request");
+      got += k;
+    }
+    return true;
   }
   bool keys(std::vector<std::string>* keys) const {
     uint32_t n;
-    if (!read(&n, 4) || n > kMaxKeys) return false;
-    keys->resize(n);
-    for (auto& k : *keys)
-      if (!str(&k)) return false;
+    if (!read(&n, 4)) return fail("malformed request");
+    if (n > kMaxKeys)
+      return fail(detail::concat("a request for ", n, " keys (at most ", kMaxKeys, ")"));
+    keys->clear();
+    for (uint32_t i = 0; i < n; ++i)
+      if (!str(&keys->emplace_back(), kMaxKey, "key")) return false;
     return true;
   }
+  bool i64(int64_t* v) const { return read(v, 8) || fail("malformed request"); }
 };
 
 }  // namespace
@@ -180,7 +250,7 @@ std::vector<std::string> TcpStoreServer::missing_of(const std::vector<std::strin
 std::string TcpStoreServer::wait_reply(bool get, const std::vector<std::string>& keys, int64_t ms) {
   std::string reply;
   std::unique_lock lk(mu_);
-  bool all = cv_.wait_for(lk, Millis(std::max<int64_t>(ms, 0)),
+  bool all = cv_.wait_for(lk, Millis(std::clamp<int64_t>(ms, 0, kMaxWaitMs)),
                           [&] { return stop_ || missing_of(keys).empty(); });
   all = all && !stop_;
   put<uint8_t>(reply, all ? 0 : 1);
@@ -194,55 +264,73 @@ std::string TcpStoreServer::wait_reply(bool get, const std::vector<std::string>&
   return reply;
 }
 
-int64_t TcpStoreServer::add(const std::string& key, int64_t by) {
-  int64_t v = by;
+bool TcpStoreServer::add(const std::string& key, int64_t by, int64_t* sum) {
   {
     std::lock_guard lk(mu_);
     auto it = kv_.find(key);
-    if (it != kv_.end()) v += std::strtoll(it->second.c_str(), nullptr, 10);
-    kv_[key] = std::to_string(v);
+    const int64_t was = it == kv_.end() ? 0 : std::strtoll(it->second.c_str(), nullptr, 10);
+    // Wraps around as two's complement (no undefined overflow from a stranger's delta).
+    *sum = static_cast<int64_t>(static_cast<uint64_t>(was) + static_cast<uint64_t>(by));
+    const std::string value = std::to_string(*sum);
+    const size_t before = it == kv_.end() ? 0 : key.size() + it->second.size();
+    if (stored_ - before + key.size() + value.size() > kMaxStored) return false;
+    stored_ = stored_ - before + key.size() + value.size();
+    kv_[key] = value;
   }
   cv_.notify_all();
-  return v;
+  return true;
+}
+
+bool TcpStoreServer::set(const std::string& key, const std::string& value) {
+  {
+    std::lock_guard lk(mu_);
+    auto it = kv_.find(key);
+    const size_t old = it == kv_.end() ? 0 : key.size() + it->second.size();
+    if (stored_ - old + key.size() + value.size() > kMaxStored) return false;
+    stored_ = stored_ - old + key.size() + value.size();
+    kv_[key] = value;
+  }
+  cv_.notify_all();
+  return true;
 }
 
 std::string TcpStoreServer::handle(uint8_t op, const std::function<bool(void*, size_t)>& read,
-                                   bool* ok) {
-  const RequestReader in{read};
+                                   std::string* why) {
+  const RequestReader in{read, why};
   std::string reply, key, value;
   std::vector<std::string> keys;
   int64_t arg;
   switch (op) {
     case Op::Set:
-      if (!in.str(&key) || !in.str(&value)) break;
-      {
-        std::lock_guard lk(mu_);
-        kv_[key] = value;
-      }
-      cv_.notify_all();
+      if (!in.str(&key, kMaxKey, "key") || !in.str(&value, kMaxValue, "value")) return "";
+      if (!set(key, value)) break;
       put<uint8_t>(reply, 0);
       return reply;
     case Op::Get:
-      if (!in.str(&key) || !read(&arg, 8)) break;
+      if (!in.str(&key, kMaxKey, "key") || !in.i64(&arg)) return "";
       return wait_reply(true, {key}, arg);
     case Op::Wait:
-      if (!in.keys(&keys) || !read(&arg, 8)) break;
+      if (!in.keys(&keys) || !in.i64(&arg)) return "";
       return wait_reply(false, keys, arg);
-    case Op::Add:
-      if (!in.str(&key) || !read(&arg, 8)) break;
-      put<int64_t>(reply, add(key, arg));
+    case Op::Add: {
+      int64_t sum = 0;
+      if (!in.str(&key, kMaxKey, "key") || !in.i64(&arg)) return "";
+      if (!add(key, arg, &sum)) break;
+      put<int64_t>(reply, sum);
       return reply;
+    }
     case Op::Check: {
-      if (!in.keys(&keys)) break;
+      if (!in.keys(&keys)) return "";
       std::lock_guard lk(mu_);
       put<uint8_t>(reply, missing_of(keys).empty() ? 1 : 0);
       return reply;
     }
     default:
-      break;
+      *why = detail::concat("unknown request ", static_cast<int>(op));
+      return "";
   }
-  *ok = false;
-  return reply;
+  *why = detail::concat("the store is full (", kMaxStored >> 20, " MiB of keys and values)");
+  return "";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,7 +347,7 @@ TcpStore::TcpStore(const std::string& host, int port, bool serve, Millis timeout
   try {
     // Rank 0 reaches its own server through the address the others use, so that the local address
     // of this connection (advertised to peers) is one they can reach.
-    const bool any = bind_host.empty() || bind_host == "0.0.0.0";
+    const bool any = is_any_address(bind_host);
     sock_ = connect_tcp(serve && !any ? bind_host : host_, port_, deadline,
                         "rendezvous store served by rank 0");
     uint32_t hello[2] = {kMagic, kVersion};
@@ -307,6 +395,7 @@ std::string TcpStore::request(const std::string& req, Millis wait_part) {
       need(1 + 4);
       uint32_t n;
       std::memcpy(&n, buf_.data() + 1, 4);
+      ENGINE_CHECK(n <= kMaxValue, who, " sent a value of ", n, " bytes (at most ", kMaxValue, ")");
       need(n);
       break;
     }
@@ -314,10 +403,12 @@ std::string TcpStore::request(const std::string& req, Millis wait_part) {
       need(1 + 4);
       uint32_t m;
       std::memcpy(&m, buf_.data() + 1, 4);
+      ENGINE_CHECK(m <= kMaxKeys, who, " named ", m, " missing keys (at most ", kMaxKeys, ")");
       for (uint32_t i = 0; i < m; ++i) {
         need(4);
         uint32_t n;
         std::memcpy(&n, buf_.data() + buf_.size() - 4, 4);
+        ENGINE_CHECK(n <= kMaxKey, who, " sent a key of ", n, " bytes (at most ", kMaxKey, ")");
         need(n);
       }
       break;
@@ -327,6 +418,10 @@ std::string TcpStore::request(const std::string& req, Millis wait_part) {
 }
 
 void TcpStore::set(const std::string& key, const std::string& value) {
+  ENGINE_CHECK(key.size() <= kMaxKey && value.size() <= kMaxValue, "rendezvous store ", describe(),
+               ": key '", key.substr(0, 64), "' (", key.size(), " bytes) with a value of ",
+               value.size(), " bytes is over the store's bounds (", kMaxKey, " and ", kMaxValue,
+               ")");
   std::string r;
   put<uint8_t>(r, Op::Set);
   put_str(r, key);

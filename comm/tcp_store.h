@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,31 +18,60 @@
 
 namespace engine::comm {
 
+// Bounds that keep strangers from exhausting rank 0 (a rank's keys are tens of bytes, its values
+// a few hundred: rendezvous entries, shared-memory names, NCCL's id):
+//   - a connection must complete the handshake within 10 s, and each request within 10 s of its
+//     first byte (StoreLimits); between requests a client may stay idle (a rank keeps its
+//     connection);
+//   - a key is at most 4 KiB, a value 1 MiB, a request 8 MiB, and a length is read in pieces as
+//     the bytes arrive (a claimed length allocates nothing); everything stored at most 64 MiB;
+//   - at most 1024 connections at once (a thread each); finished ones are reaped.
+// A connection over a bound is refused and logged (the first 20 refusals; then one line says
+// that later ones are not).
+struct StoreLimits {
+  Millis handshake{10000};  // from accepting a connection to its handshake
+  Millis request{10000};    // from a request's first byte to its last
+  size_t max_connections = 1024;
+};
+
 class TcpStoreServer {
  public:
-  // Binds host:port ("" = all interfaces); a port in use is a clear engine::Error.
-  TcpStoreServer(const std::string& bind_host, int port);
+  // Binds host:port ("", "0.0.0.0" or "::" = all interfaces); a port in use is a clear error.
+  TcpStoreServer(const std::string& bind_host, int port, StoreLimits limits = {});
   ~TcpStoreServer();
   int port() const { return port_; }
+  int connections() const;  // open now (tests)
 
  private:
+  struct Client {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
   void accept_loop();
+  void reap();  // joins the threads of finished clients; threads_mu_ held
   void serve(Socket s);
-  std::string handle(uint8_t op, const std::function<bool(void*, size_t)>& read, bool* ok);
+  void refuse(const std::string& who, const std::string& why);
+  // One request; "" with *why set when it is refused.
+  std::string handle(uint8_t op, const std::function<bool(void*, size_t)>& read, std::string* why);
   // get (one key, its value) or wait (the keys still missing), after waiting up to `ms`.
   std::string wait_reply(bool get, const std::vector<std::string>& keys, int64_t ms);
-  int64_t add(const std::string& key, int64_t by);
+  // Both false when the store is full.
+  bool add(const std::string& key, int64_t by, int64_t* sum);
+  bool set(const std::string& key, const std::string& value);
   std::vector<std::string> missing_of(const std::vector<std::string>& keys) const;  // mu_ held
 
+  const StoreLimits limits_;
   Socket listener_;
   int port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<int> refusals_{0};
   std::thread acceptor_;
-  std::mutex threads_mu_;
-  std::vector<std::thread> clients_;
+  mutable std::mutex threads_mu_;
+  std::list<Client> clients_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::string> kv_;
+  size_t stored_ = 0;  // bytes of kv_'s keys and values; mu_ held
 };
 
 class TcpStore : public Store {
@@ -62,6 +92,7 @@ class TcpStore : public Store {
   // This end's address as the store sees it: the interface that reaches rank 0.
   std::string local_host() const { return sock_.local_host(); }
   int port() const { return port_; }
+  const std::string& host() const { return host_; }  // rank 0's address, as given
 
  private:
   std::string request(const std::string& req, Millis wait_part);

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -86,16 +87,30 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == 32);
 
+// A data port's bounds against strangers: a connection sends its 32-byte hello within 10 s of
+// being accepted, at most 64 connections beyond the ones expected wait for theirs, and only the
+// first 20 refusals are logged.
+constexpr Millis kHelloTime{10000};
+constexpr size_t kMaxStrangers = 64;
+constexpr int kLoggedRefusals = 20;
+
 struct Pending {
   Socket s;
   std::string who;
+  Deadline until;
   Hello hello{};
   size_t got = 0;
 };
 
 void refuse(int rank, const std::string& who, const std::string& why) {
-  fprintf(stderr, "[engine comm] rank %d refused a connection from %s on its data port: %s\n", rank,
-          who.c_str(), why.c_str());
+  static std::atomic<int> refusals{0};
+  const int n = ++refusals;
+  if (n <= kLoggedRefusals)
+    fprintf(stderr, "[engine comm] rank %d refused a connection from %s on its data port: %s\n",
+            rank, who.c_str(), why.c_str());
+  if (n == kLoggedRefusals)
+    fprintf(stderr, "[engine comm] rank %d: later refusals on its data port are not logged\n",
+            rank);
 }
 
 // One rank's side of the mesh set-up: out[p][i] fills as connections are made or accepted.
@@ -150,13 +165,21 @@ void Mesh::accept_higher(Socket& listener) {
         Socket s = accept_tcp(listener);
         if (!s.valid()) break;
         std::string who = s.peer_str();
-        pending.push_back({std::move(s), who});
+        if (pending.size() >= static_cast<size_t>(expected) + kMaxStrangers) {
+          refuse(rank, who, "too many connections waiting for their handshake");
+          continue;
+        }
+        pending.push_back({std::move(s), who, Deadline::after(kHelloTime)});
       }
     }
     for (size_t k = 0; k < pending.size();) {
+      const bool late = pending[k].until.expired();
       if (!read_hello(pending[k])) {
-        ++k;
-        continue;
+        if (!late) {
+          ++k;
+          continue;
+        }
+        refuse(rank, pending[k].who, "no handshake within 10 s (not a rank of this job)");
       }
       if (!pending[k].s.valid()) --expected;  // moved into out
       pending.erase(pending.begin() + k);

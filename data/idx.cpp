@@ -40,8 +40,9 @@ std::vector<uint8_t> read_raw(const std::string& path) {
   return bytes;
 }
 
-// Inflates every gzip member of `in` (concatenated members decode to the concatenation).
-std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>& in) {
+// Inflates every gzip member of `in` (concatenated members decode to the concatenation), but
+// never more than `cap` bytes: it stops there, and the caller sees the output reach the cap.
+std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>& in, size_t cap) {
   // The last 4 bytes (ISIZE) are the uncompressed size mod 2^32: a good first guess.
   size_t guess = in.size() * 4;
   if (in.size() >= 18) {
@@ -49,7 +50,7 @@ std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>&
     size_t isize = t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<size_t>(t[3]) << 24);
     if (isize <= in.size() * 1100) guess = std::max(guess / 4, isize);  // deflate ratio <= 1032
   }
-  std::vector<uint8_t> out(std::max<size_t>(guess, 1024));
+  std::vector<uint8_t> out(std::min(std::max<size_t>(guess, 1024), cap));
   size_t produced = 0, consumed = 0;
   constexpr size_t kMaxChunk = 1u << 30;  // avail_in/avail_out are 32-bit
 
@@ -60,8 +61,8 @@ std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>&
     ~End() { inflateEnd(zs); }
   } end{&zs};
 
-  while (true) {
-    if (produced == out.size()) out.resize(out.size() * 2);
+  while (produced < cap) {
+    if (produced == out.size()) out.resize(std::min(out.size() * 2, cap));
     size_t in_chunk = std::min(in.size() - consumed, kMaxChunk);
     size_t out_chunk = std::min(out.size() - produced, kMaxChunk);
     zs.next_in = const_cast<Bytef*>(in.data() + consumed);
@@ -135,15 +136,53 @@ std::string dims_to_string(const std::vector<int64_t>& dims) {
 
 std::vector<uint8_t> read_file_maybe_gz(const std::string& path) {
   std::vector<uint8_t> bytes = read_raw(path);
-  if (has_gzip_magic(bytes)) return gunzip(path, bytes);
+  if (has_gzip_magic(bytes)) return gunzip(path, bytes, std::numeric_limits<size_t>::max());
   if (ends_with(path, ".gz")) {
     ENGINE_FAIL(path, ": corrupt gzip: named .gz but does not start with the gzip magic 1f 8b");
   }
   return bytes;
 }
 
+namespace {
+
+// The bytes an IDX file's header announces (header and data), or 0 when `head` (the file's first
+// bytes) is no IDX header of uint8 data: read_idx's checks then say what is wrong.
+uint64_t announced_size(const std::vector<uint8_t>& head) {
+  if (head.size() < 4 || head[0] != 0 || head[1] != 0 || head[2] != IdxUint8 || head[3] == 0)
+    return 0;
+  const size_t header = 4 + 4 * static_cast<size_t>(head[3]);
+  if (head.size() < header) return 0;
+  uint64_t count = 1;
+  for (size_t d = 0; d < head[3]; ++d) {
+    const uint64_t dim = read_be32(head.data() + 4 + 4 * d);
+    if (dim != 0 && count > (std::numeric_limits<uint64_t>::max() >> 1) / dim) return 0;
+    count *= dim;
+  }
+  return header + count;
+}
+
+// A gzip-compressed IDX file, inflated no further than its header announces (plus one byte, to
+// tell a longer stream): a gzip bomb is refused after at most that much.
+std::vector<uint8_t> gunzip_idx(const std::string& path, const std::vector<uint8_t>& gz) {
+  const std::vector<uint8_t> head = gunzip(path, gz, 4 + 4 * 255);
+  const uint64_t want = announced_size(head);
+  if (want == 0) return head;
+  std::vector<uint8_t> bytes = gunzip(path, gz, want + 1);
+  if (bytes.size() > want) {
+    ENGINE_FAIL(path, ": gzip inflates past the ", want,
+                " bytes its IDX header announces; refused without inflating the rest");
+  }
+  return bytes;
+}
+
+}  // namespace
+
 IdxArray read_idx(const std::string& path) {
-  std::vector<uint8_t> bytes = read_file_maybe_gz(path);
+  std::vector<uint8_t> raw = read_raw(path);
+  if (!has_gzip_magic(raw) && ends_with(path, ".gz")) {
+    ENGINE_FAIL(path, ": corrupt gzip: named .gz but does not start with the gzip magic 1f 8b");
+  }
+  std::vector<uint8_t> bytes = has_gzip_magic(raw) ? gunzip_idx(path, raw) : std::move(raw);
   const size_t n = bytes.size();
   if (n < 4) ENGINE_FAIL(path, ": not an IDX file: ", n, " bytes, shorter than the 4-byte magic");
   if (bytes[0] != 0 || bytes[1] != 0) {

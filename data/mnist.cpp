@@ -79,6 +79,8 @@ Mnist load_mnist(const std::string& folder) {
   Mnist m;
   try {
     m.train = load_mnist_split(folder, "train");
+    ENGINE_CHECK(m.train.count > 0, m.train.images_path,
+                 ": the training set is empty (0 images): nothing to train on");
   } catch (...) {
     test.wait();  // never leave the other thread running past our frame
     throw;

@@ -7,6 +7,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "nn/checkpoint_check.h"
 
 namespace engine::nn {
 namespace {
@@ -54,17 +55,7 @@ void load_model_entries(const StFile& f, Module& m, const std::string& path,
 }
 
 uint64_t meta_u64(const StFile& f, const std::string& key, const std::string& path) {
-  auto it = f.metadata.find(key);
-  ENGINE_CHECK(it != f.metadata.end(), path, ": not a training checkpoint (no '", key,
-               "' in its metadata)");
-  try {
-    size_t used = 0;
-    uint64_t v = std::stoull(it->second, &used);
-    ENGINE_CHECK(used == it->second.size(), "trailing characters");
-    return v;
-  } catch (const std::exception&) {
-    ENGINE_FAIL(path, ": metadata '", key, "' is '", it->second, "', not a number");
-  }
+  return checkpoint_meta_uint(f, key, path);
 }
 
 // The optimizer's state in f (the keys under kOptPrefix, without it).
@@ -123,6 +114,7 @@ void save_training_checkpoint(const std::string& path, const Module& m, const Op
 TrainPosition load_training_checkpoint(const std::string& path, Module& m, Optimizer& opt) {
   NoGradGuard ng;
   StFile f = load_safetensors(path);
+  check_training_checkpoint(f, path, m, opt);
   TrainPosition pos;
   pos.epoch = static_cast<int64_t>(meta_u64(f, "engine.epoch", path));
   pos.batch_in_epoch = static_cast<int64_t>(meta_u64(f, "engine.batch_in_epoch", path));

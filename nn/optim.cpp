@@ -13,7 +13,7 @@ namespace {
 Tensor find_state(const NamedTensors& state, const std::string& key, const Tensor& param) {
   for (auto& [n, t] : state) {
     if (n != key) continue;
-    ENGINE_CHECK(t.numel() == param.numel(), "optimizer state '", key, "' has shape ",
+    ENGINE_CHECK(t.shape() == param.shape(), "optimizer state '", key, "' has shape ",
                  shape_str(t.shape()), ", parameter has ", shape_str(param.shape()));
     Tensor c = Tensor::empty(param.shape(), DType::F32, param.device());
     c.copy_from(t);

@@ -19,6 +19,8 @@ class Optimizer {
   virtual void step() = 0;
   void zero_grad();
   int64_t steps() const { return steps_; }
+  // The (name, parameter) pairs it updates, in order.
+  const NamedTensors& params() const { return params_; }
   // The optimizer's state as named tensors (for training checkpoints) and back.
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state, int64_t steps) = 0;
@@ -34,6 +36,7 @@ class SGD : public Optimizer {
   void step() override;
   NamedTensors state() const override;
   void load_state(const NamedTensors& state, int64_t steps) override;
+  const kernels::SgdConfig& config() const { return cfg_; }
 
  private:
   kernels::SgdConfig cfg_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 
 #include "apps/flags.h"
 #include "core/error.h"
@@ -47,6 +48,8 @@ int64_t parse_bytes(const std::string& flag, const std::string& value) {
   if (mult > 1) digits.pop_back();
   const int64_t n = apps::Flags::parse_int(flag, digits);
   ENGINE_USAGE_CHECK(n >= 0, "--", flag, ": '", value, "' is negative");
+  ENGINE_USAGE_CHECK(n <= std::numeric_limits<int64_t>::max() / mult, "--", flag, ": '", value,
+                     "' is out of range");
   return n * mult;
 }
 
@@ -100,7 +103,8 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
                      "need 1 <= --min-bytes <= --max-bytes");
   ENGINE_USAGE_CHECK(cfg->step_factor > 1.0, "--step-factor must be above 1");
   ENGINE_USAGE_CHECK(cfg->iters >= 0 && cfg->warmup >= 0, "--iters and --warmup must be >= 0");
-  ENGINE_USAGE_CHECK(cfg->timeout_s > 0, "--timeout must be positive");
+  ENGINE_USAGE_CHECK(cfg->timeout_s > 0 && cfg->timeout_s <= 7 * 24 * 3600,
+                     "--timeout must be in (0, 604800] seconds");
   ENGINE_USAGE_CHECK(check == 0 || check == 1, "--check is 0 or 1");
   cfg->check = check == 1;
   cfg->op = comm::reduce_op_from_name(op);

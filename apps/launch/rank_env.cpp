@@ -1,19 +1,10 @@
 // apps/launch/rank_env.cpp: see rank_env.h.
 #include "apps/launch/rank_env.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <utility>
 
 namespace engine::launch {
-
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
 
 std::vector<std::string> rank_environment(const JobShape& job, int local_rank, int cores,
                                           const std::vector<std::string>& base) {

@@ -14,9 +14,6 @@ struct JobShape {
   int master_port = 29500;
 };
 
-// CPUs this process may run on (its affinity mask), at least 1.
-int usable_cores();
-
 // `base` ("KEY=VALUE" entries, e.g. from environ) with RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE,
 // MASTER_ADDR and MASTER_PORT set for `local_rank`, and ENGINE_THREADS = max(1, cores / N)

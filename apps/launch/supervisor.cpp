@@ -17,6 +17,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "apps/threads.h"
+
 extern char** environ;
 
 namespace engine::launch {
@@ -254,7 +256,7 @@ int Supervisor::run() {
   const JobShape& job = opts_.job;
   std::vector<std::string> base;
   for (char** e = environ; *e != nullptr; ++e) base.emplace_back(*e);
-  const int cores = usable_cores();
+  const int cores = apps::usable_cores();
   ranks_.reserve(job.nproc_per_node);
   for (int local = 0; local < job.nproc_per_node; ++local) {
     ranks_.emplace_back(job.node_rank * job.nproc_per_node + local);

@@ -1,6 +1,7 @@
 // apps/train/config.cpp: train's flags and their checks.
 #include "apps/train/config.h"
 
+#include "comm/rendezvous.h"
 #include "nn/models.h"
 
 namespace engine::apps {
@@ -63,17 +64,37 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
                "--sharding sampler: cut the dataset to a multiple of the world size");
 }
 
+namespace {
+
+constexpr double kMaxTimeoutS = 7 * 24 * 3600;  // a week: longer waits are mistakes
+constexpr int64_t kMaxWorld = 1 << 16;
+
+}  // namespace
+
 void validate(const TrainConfig& c) {
   ENGINE_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
   ENGINE_CHECK(c.steps >= 0, "--steps must be 0 or more, got ", c.steps);
   ENGINE_CHECK(c.batch_size >= 1, "--batch-size must be at least 1, got ", c.batch_size);
   ENGINE_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
   ENGINE_CHECK(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), got ", c.momentum);
-  ENGINE_CHECK(c.threads >= 0, "--threads must be 0 or more, got ", c.threads);
+  check_range("--threads", c.threads, 0, kMaxThreads);
   ENGINE_CHECK(c.dropout <= 1, "--dropout must be at most 1, got ", c.dropout);
   ENGINE_CHECK(c.seed >= 0, "--seed must be 0 or more, got ", c.seed);
   ENGINE_CHECK(c.bucket_mb > 0, "--bucket-mb must be positive, got ", c.bucket_mb);
-  ENGINE_CHECK(c.timeout_s > 0, "--timeout must be positive, got ", c.timeout_s);
+  ENGINE_CHECK(c.bucket_mb <= 1 << 20, "--bucket-mb must be at most 1048576, got ", c.bucket_mb);
+  ENGINE_CHECK(c.timeout_s > 0 && c.timeout_s <= kMaxTimeoutS, "--timeout must be in (0, ",
+               kMaxTimeoutS, "] seconds, got ", c.timeout_s);
+  ENGINE_CHECK(c.world_size == -1 || (c.world_size >= 1 && c.world_size <= kMaxWorld),
+               "--world-size must be -1 (from the environment) or 1 .. ", kMaxWorld, ", got ",
+               c.world_size);
+  ENGINE_CHECK(c.rank >= -1 && c.rank < (c.world_size > 0 ? c.world_size : kMaxWorld),
+               "--rank must be -1 (from the environment) or 0 .. ",
+               (c.world_size > 0 ? c.world_size : kMaxWorld) - 1, ", got ", c.rank);
+  try {
+    comm::check_init_method(c.init_method);
+  } catch (const Error& e) {
+    ENGINE_FAIL("--init-method: ", e.what());
+  }
   ENGINE_CHECK(!c.drop_last || c.sharding == "sampler",
                "--drop-last applies to --sharding sampler only");
   ENGINE_CHECK(c.mode == "dp" || c.dp_devices.empty(), "--dp-devices applies to --mode dp only");

@@ -3,12 +3,14 @@
 // apps/train/epoch.cpp.
 #include "apps/train/trainer.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
 #include "apps/threads.h"
 #include "apps/train/cuda_collectives.h"
 #include "apps/train/profile.h"
+#include "apps/train/resume_check.h"
 #include "comm/rendezvous.h"
 #include "comm/slurm_env.h"
 #include "core/error.h"
@@ -164,6 +166,10 @@ void Trainer::build() {
 void Trainer::resume() {
   if (c_.resume.empty()) return;
   start_ = nn::load_training_checkpoint(c_.resume, *model_, *opt_);
+  check_resume_position(
+      c_.resume, start_, c_,
+      {rank_batches_per_epoch(c_, mnist_.train.count, world_, rank_, batch_, partition_),
+       opt_->steps(), dp_devices_.empty() ? 0 : dp_devices_.size() - 1});
   pos_ = start_;
   // Each rank keeps its own dropout seed; all ranks draw the same number of values per step.
   dropout_gen_.set_state(dropout_gen_.seed(), start_.dropout_offset);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "apps/threads.h"
+#include "io/error.h"
 
 using namespace engine::apps;
 
@@ -25,9 +26,10 @@ TEST(DefaultThreads, EngineThreadsThenOmpNumThreadsWin) {
   EXPECT_EQ(threads_with({{"ENGINE_THREADS", "3"}, {"OMP_NUM_THREADS", "1"}}, 16), 3);
   EXPECT_EQ(threads_with({{"OMP_NUM_THREADS", "1"}, {"LOCAL_WORLD_SIZE", "2"}}, 16), 1);
   EXPECT_EQ(threads_with({{"OMP_NUM_THREADS", "4,2"}}, 16), 4);
-  // Not a positive integer: skipped.
-  EXPECT_EQ(threads_with({{"ENGINE_THREADS", "0"}, {"OMP_NUM_THREADS", "x"}}, 16), 16);
-  EXPECT_EQ(threads_with({{"ENGINE_THREADS", "-2"}, {"OMP_NUM_THREADS", "2"}}, 16), 2);
+  // OMP_NUM_THREADS is shared with other software: a value that is not a positive integer is
+  // skipped, as libgomp does; an empty ENGINE_THREADS is unset.
+  EXPECT_EQ(threads_with({{"ENGINE_THREADS", ""}, {"OMP_NUM_THREADS", "x"}}, 16), 16);
+  EXPECT_EQ(threads_with({{"OMP_NUM_THREADS", "-2"}}, 16), 16);
 }
 
 TEST(DefaultThreads, CoresSharedByTheRanksOfThisHost) {
@@ -40,14 +42,15 @@ TEST(DefaultThreads, CoresSharedByTheRanksOfThisHost) {
   EXPECT_EQ(threads_with({{"SLURM_TASKS_PER_NODE", "4"}}, 16), 4) << "SLURM_NODEID unset: node 0";
 }
 
-TEST(DefaultThreads, SlurmsCompressedTaskCounts) {
-  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
-  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2);
-  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1);
-  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 4), 0);
-  EXPECT_EQ(slurm_tasks_on_node("2(x3", 0), 0);
-  EXPECT_EQ(slurm_tasks_on_node("a", 0), 0);
-  EXPECT_EQ(slurm_tasks_on_node("", 0), 0);
+TEST(DefaultThreads, BadEngineThreadsIsAnErrorNamingIt) {
+  for (const char* bad : {"0", "-2", "abc", "4,2", "100000", "99999999999999999999"}) {
+    try {
+      threads_with({{"ENGINE_THREADS", bad}}, 16);
+      ADD_FAILURE() << "ENGINE_THREADS=" << bad << " accepted";
+    } catch (const engine::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ENGINE_THREADS='"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(DefaultThreads, UsableCoresIsAtLeastOne) {

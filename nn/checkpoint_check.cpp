@@ -1,0 +1,136 @@
+// nn/checkpoint_check.cpp: see checkpoint_check.h.
+#include "nn/checkpoint_check.h"
+
+#include <map>
+#include <vector>
+
+#include "core/error.h"
+
+namespace engine::nn {
+namespace {
+
+constexpr const char* kOptPrefix = "optimizer.";
+constexpr const char* kReplicaPrefix = "dp_dropout_offset_";
+constexpr uint64_t kMaxInt64 = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.rfind(p, 0) == 0;
+}
+bool ends_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+// Digits only, at most max; false otherwise.
+bool parse_uint(const std::string& s, uint64_t max, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (d > max || v > (max - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+// Positions, counters, seeds and the DataParallel offsets: numbers in range, offsets 1..N.
+void check_numbers(const StFile& f, const std::string& path) {
+  for (const char* k :
+       {"engine.epoch", "engine.batch_in_epoch", "engine.step", "engine.optimizer_steps"})
+    checkpoint_meta_uint(f, k, path, kMaxInt64);
+  for (const char* k : {"engine.init_seed", "engine.dropout_seed", "engine.dropout_offset"})
+    checkpoint_meta_uint(f, k, path);
+  size_t replicas = 0;
+  while (f.metadata.count(kReplicaPrefix + std::to_string(replicas + 1)))
+    checkpoint_meta_uint(f, kReplicaPrefix + std::to_string(++replicas), path);
+  for (const auto& [key, value] : f.metadata) {
+    if (!starts_with(key, kReplicaPrefix)) continue;
+    uint64_t i = 0;
+    ENGINE_CHECK(parse_uint(key.substr(std::string(kReplicaPrefix).size()), replicas, &i) && i > 0,
+                 path, ": metadata '", key, "': DataParallel replica offsets are numbered 1 .. N ",
+                 "without gaps, and this file has ", replicas, " in a row");
+  }
+}
+
+// Every tensor of the model is in the file; a file of another model says which.
+void check_model(const StFile& f, const std::string& path, const Module& m) {
+  const auto named = f.metadata.find("model");
+  for (auto& [n, t] : m.state_dict()) {
+    if (f.find(n)) continue;
+    if (named != f.metadata.end())
+      ENGINE_FAIL(path, ": field 'model' is '", named->second, "' and the file lacks '", n,
+                  "' of this run's model: a checkpoint of another model");
+    ENGINE_FAIL(path, ": missing '", n, "' (the model has it, the file does not)");
+  }
+}
+
+// The suffixes of the state tensors opt keeps per parameter.
+std::vector<std::string> state_suffixes(const Optimizer& opt) {
+  if (const auto* sgd = dynamic_cast<const SGD*>(&opt))
+    return sgd->config().momentum != 0 ? std::vector<std::string>{".momentum_buffer"}
+                                       : std::vector<std::string>{};
+  return {".exp_avg", ".exp_avg_sq"};
+}
+
+// The optimizer kind the file's state names imply ("" when it has no state), and that state.
+std::string file_kind(const StFile& f, std::string* field) {
+  for (const StEntry& e : f.entries) {
+    if (!starts_with(e.name, kOptPrefix)) continue;
+    *field = e.name;
+    if (ends_with(e.name, ".momentum_buffer")) return "sgd";
+    if (ends_with(e.name, ".exp_avg") || ends_with(e.name, ".exp_avg_sq")) return "adam";
+  }
+  return "";
+}
+
+void check_optimizer(const StFile& f, const std::string& path, const Optimizer& opt) {
+  const std::string run = optimizer_kind(opt);
+  std::string field;
+  const std::string kind = file_kind(f, &field);
+  ENGINE_CHECK(kind.empty() || kind == run, path, ": optimizer state '", field, "' is ", kind,
+               "'s: an ", kind, " checkpoint cannot resume with --optimizer ", run,
+               " (its state would be dropped or made up)");
+  std::map<std::string, const Tensor*> wanted;
+  for (const auto& [name, p] : opt.params())
+    for (const std::string& suffix : state_suffixes(opt)) wanted[kOptPrefix + name + suffix] = &p;
+  for (const StEntry& e : f.entries) {
+    if (!starts_with(e.name, kOptPrefix)) continue;
+    auto it = wanted.find(e.name);
+    ENGINE_CHECK(it != wanted.end(), path, ": optimizer state '", e.name, "' is not one ", run,
+                 wanted.empty() ? " without momentum" : "", " keeps for this model");
+    ENGINE_CHECK(e.shape == it->second->shape(), path, ": optimizer state '", e.name,
+                 "' has shape ", shape_str(e.shape), ", its parameter has ",
+                 shape_str(it->second->shape()));
+  }
+  const uint64_t steps = checkpoint_meta_uint(f, "engine.optimizer_steps", path, kMaxInt64);
+  for (const auto& [name, p] : wanted)
+    ENGINE_CHECK(steps == 0 || f.find(name), path, ": optimizer state '", name,
+                 "' is missing after ", steps, " optimizer steps (engine.optimizer_steps)");
+}
+
+}  // namespace
+
+const char* optimizer_kind(const Optimizer& opt) {
+  return dynamic_cast<const SGD*>(&opt) ? "sgd" : "adam";
+}
+
+uint64_t checkpoint_meta_uint(const StFile& f, const std::string& key, const std::string& path,
+                              uint64_t max) {
+  auto it = f.metadata.find(key);
+  ENGINE_CHECK(it != f.metadata.end(), path, ": not a training checkpoint (no '", key,
+               "' in its metadata)");
+  uint64_t v = 0;
+  ENGINE_CHECK(parse_uint(it->second, max, &v), path, ": metadata '", key, "' is '", it->second,
+               "', not an integer 0 .. ", max);
+  return v;
+}
+
+void check_training_checkpoint(const StFile& f, const std::string& path, const Module& m,
+                               const Optimizer& opt) {
+  check_numbers(f, path);
+  check_model(f, path, m);
+  check_optimizer(f, path, opt);
+}
+
+}  // namespace engine::nn
