@@ -148,7 +148,7 @@ InitTarget resolve_init_method(const InitOptions& o) {
     const char* addr = env("MASTER_ADDR");
     const char* p = env("MASTER_PORT");
     std::string slurm_addr, slurm_port;
-    if (who == std::string("Slurm") && !(addr && p)) {  // srun: MASTER_* optional (slurm_env.h)
+    if (who && std::string(who) == "Slurm" && !(addr && p)) {  // srun: MASTER_* optional (slurm_env.h)
       slurm::StoreAddress a = slurm::resolved_store_address();
       slurm_addr = a.host, slurm_port = std::to_string(a.port);
       addr = slurm_addr.c_str(), p = slurm_port.c_str();
