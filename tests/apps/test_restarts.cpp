@@ -373,3 +373,14 @@ TEST_F(TrainTest, ABatchTheWorldDoesNotDivideIsCutAsTheTutorialDoes) {
   EXPECT_NE(r.output.find("42 images per rank per step"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0] Rank 0, epoch 0: "), std::string::npos) << r.output;
 }
+
+TEST_F(TrainTest, CheckpointFlagsWithoutACheckpointFileAreUsageErrors) {
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--checkpoint-every 5", "--checkpoint-every needs --checkpoint FILE"},
+           {"--resume auto", "--resume auto resumes from --checkpoint FILE: give --checkpoint"},
+           {"--checkpoint-every -1 --checkpoint x", "--checkpoint-every must be 0 or more"}}) {
+    RunResult r = run(kTrain + " --model linear --data-dir " + data_ + " " + flags);
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
+  }
+}
