@@ -23,7 +23,8 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add("init-from", &c.init_from, "load initial parameters and buffers (safetensors)");
   f.add("save", &c.save, "write the final parameters and buffers (safetensors)");
   f.add("checkpoint", &c.checkpoint,
-        "write a training checkpoint (weights, optimizer, position, RNG) after every epoch");
+        "write a training checkpoint (weights, optimizer, position, RNG) after every epoch "
+        "(and every --checkpoint-every K steps)");
   f.add("resume", &c.resume,
         "continue from a training checkpoint; auto: from --checkpoint when that file exists, "
         "else start fresh (one command line for the first start and every restart)");
