@@ -14,7 +14,7 @@ namespace {
 
 const char kUsage[] =
     "usage: launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]\n"
-    "              [--grace-period S] [--] PROGRAM [ARGS...]\n"
+    "              [--grace-period S] [--max-restarts R] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N copies of PROGRAM on this node, ranks node_rank*N .. node_rank*N+N-1 of M*N,\n"
     "each with torchrun's variables set: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
@@ -22,9 +22,12 @@ const char kUsage[] =
     "unless already set. Each line a rank prints is prefixed with \"[rank R] \".\n"
     "When a rank fails, the others get SIGTERM, then SIGKILL after the grace period, and launch\n"
     "exits with the failed rank's code (128 + signal if it was killed). SIGINT, SIGTERM and\n"
-    "SIGHUP are forwarded to the ranks; a second one kills them. Flags may be spelt with '_'\n"
-    "(--nproc_per_node) as torchrun's are. Exit status 2 for bad flags, 1 when launch itself\n"
-    "fails.\n"
+    "SIGHUP are forwarded to the ranks; a second one kills them. With --max-restarts R, a\n"
+    "failed job (not one stopped by a signal to launch) is started again, every rank, up to R\n"
+    "times, as torchrun's --max-restarts; each start sees TORCHELASTIC_RESTART_COUNT\n"
+    "(train --checkpoint F --resume auto then goes on from its last checkpoint).\n"
+    "Flags may be spelt with '_' (--nproc_per_node) as torchrun's are. Exit status 2 for bad\n"
+    "flags, 1 when launch itself fails.\n"
     "\n"
     "example: launch --nproc-per-node 2 -- ./build/apps/train --model simplecnn --epochs 1";
 
@@ -42,6 +45,8 @@ bool parse_args(int argc, char** argv, engine::launch::LaunchOptions* o) {
   f.add("master-addr", &o->job.master_addr, "address of rank 0's host");
   f.add("master-port", &port, "port of rank 0's store");
   f.add("grace-period", &o->grace_s, "seconds between SIGTERM and SIGKILL when stopping");
+  int64_t restarts = 0;
+  f.add("max-restarts", &restarts, "start every rank again after a failure, up to R times");
   f.require("nproc-per-node");
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(nproc >= 1 && nproc <= 1024, "--nproc-per-node must be 1 .. 1024");
@@ -50,6 +55,8 @@ bool parse_args(int argc, char** argv, engine::launch::LaunchOptions* o) {
   ENGINE_USAGE_CHECK(!o->job.master_addr.empty(), "--master-addr is empty");
   ENGINE_USAGE_CHECK(port >= 1 && port <= 65535, "--master-port must be 1 .. 65535");
   ENGINE_USAGE_CHECK(o->grace_s >= 0, "--grace-period must be >= 0");
+  ENGINE_USAGE_CHECK(restarts >= 0 && restarts <= 1000000, "--max-restarts must be 0 .. 1000000");
+  o->max_restarts = static_cast<int>(restarts);
   ENGINE_USAGE_CHECK(!f.rest().empty(), "no program to run (put it after --)");
   o->job.nproc_per_node = static_cast<int>(nproc);
   o->job.nnodes = static_cast<int>(nnodes);

@@ -1,6 +1,9 @@
 // nn/checkpoint.cpp: between Modules/Optimizers and safetensors files.
 #include "nn/checkpoint.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -77,6 +80,34 @@ std::string replica_offset_key(size_t i) {
   return "dp_dropout_offset_" + std::to_string(i);
 }
 
+// Doubles as exact text: C's hexadecimal floats ("0x1.8p+1"), comma-separated.
+std::string doubles_text(const std::vector<double>& v) {
+  std::string out;
+  char buf[64];
+  for (double d : v) {
+    std::snprintf(buf, sizeof buf, "%a", d);
+    out += (out.empty() ? "" : ",") + std::string(buf);
+  }
+  return out;
+}
+
+std::vector<double> parse_doubles(const std::string& text, const std::string& key,
+                                  const std::string& path) {
+  std::vector<double> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const double d = std::strtod(item.c_str(), &end);
+    ENGINE_CHECK(!item.empty() && end == item.c_str() + item.size(), path, ": metadata '", key,
+                 "' holds '", item, "', not a number");
+    out.push_back(d);
+    at = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 void save_state_dict(const std::string& path, const Module& m,
@@ -108,6 +139,8 @@ void save_training_checkpoint(const std::string& path, const Module& m, const Op
   for (size_t i = 0; i < pos.replica_dropout_offsets.size(); ++i)
     meta[replica_offset_key(i + 1)] = std::to_string(pos.replica_dropout_offsets[i]);
   if (!pos.model.empty()) meta["model"] = pos.model;
+  if (!pos.epoch_loss_sums.empty())
+    meta["engine.epoch_loss_sums"] = doubles_text(pos.epoch_loss_sums);
   save_safetensors(path, entries, meta);
 }
 
@@ -125,6 +158,8 @@ TrainPosition load_training_checkpoint(const std::string& path, Module& m, Optim
   for (size_t i = 1; f.metadata.count(replica_offset_key(i)); ++i)
     pos.replica_dropout_offsets.push_back(meta_u64(f, replica_offset_key(i), path));
   if (auto it = f.metadata.find("model"); it != f.metadata.end()) pos.model = it->second;
+  if (auto it = f.metadata.find("engine.epoch_loss_sums"); it != f.metadata.end())
+    pos.epoch_loss_sums = parse_doubles(it->second, it->first, path);
   int64_t opt_steps = static_cast<int64_t>(meta_u64(f, "engine.optimizer_steps", path));
   load_model_entries(f, m, path, kOptPrefix);
   opt.load_state(optimizer_entries(f, path), opt_steps);

@@ -32,6 +32,11 @@ struct TrainPosition {
   // (their seeds follow from the run's seed) [dp_dropout_offset_<i>]; empty otherwise.
   std::vector<uint64_t> replica_dropout_offsets;
   std::string model;  // the model's name [model]; "" when the file does not say
+  // Mid-epoch: each rank's sum of its training losses over the epoch's first batch_in_epoch
+  // batches, [r] for rank r, so that the epoch line after a resume is the whole epoch's mean
+  // [engine.epoch_loss_sums: hexadecimal floats, comma-separated]; empty when the file does not
+  // say (checkpoints of older versions, or at an epoch's start).
+  std::vector<double> epoch_loss_sums;
 };
 void save_training_checkpoint(const std::string& path, const Module& m, const Optimizer& opt,
                               const TrainPosition& pos);

@@ -91,6 +91,21 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
   return out;
 }
 
+// torchrun's variables of a (re)start: TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS.
+std::vector<std::string> restart_environment(int restart_count, int max_restarts) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (entry.rfind("TORCHELASTIC_RESTART_COUNT=", 0) == 0 ||
+        entry.rfind("TORCHELASTIC_MAX_RESTARTS=", 0) == 0)
+      continue;
+    env.push_back(entry);
+  }
+  env.push_back("TORCHELASTIC_RESTART_COUNT=" + std::to_string(restart_count));
+  env.push_back("TORCHELASTIC_MAX_RESTARTS=" + std::to_string(max_restarts));
+  return env;
+}
+
 }  // namespace
 
 Supervisor::Supervisor(LaunchOptions opts, int out_fd, int err_fd)
@@ -253,9 +268,20 @@ bool Supervisor::any_pipe_open() const {
 }
 
 int Supervisor::run() {
+  for (int restart = 0;; ++restart) {
+    const int code = run_attempt(restart);
+    if (!failed_ || stop_requests_.load() > 0 || restart >= opts_.max_restarts) return code;
+    note("restarting every rank (restart " + std::to_string(restart + 1) + " of " +
+         std::to_string(opts_.max_restarts) + ")");
+    ranks_.clear();
+    exit_code_ = 0;
+    failed_ = stopping_ = killed_ = false;
+  }
+}
+
+int Supervisor::run_attempt(int restart_count) {
   const JobShape& job = opts_.job;
-  std::vector<std::string> base;
-  for (char** e = environ; *e != nullptr; ++e) base.emplace_back(*e);
+  const std::vector<std::string> base = restart_environment(restart_count, opts_.max_restarts);
   const int cores = apps::usable_cores();
   ranks_.reserve(job.nproc_per_node);
   for (int local = 0; local < job.nproc_per_node; ++local) {

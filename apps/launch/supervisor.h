@@ -17,6 +17,9 @@ struct LaunchOptions {
   JobShape job;
   std::vector<std::string> command;  // program and its arguments, run once per local rank
   double grace_s = 5.0;              // SIGTERM -> SIGKILL delay when stopping ranks
+  // torchrun's --max-restarts: when a rank fails, stop every rank and start them all again, up
+  // to this many times; each start sees TORCHELASTIC_RESTART_COUNT (0, 1, ...).
+  int max_restarts = 0;
 };
 
 class Supervisor {
@@ -30,7 +33,9 @@ class Supervisor {
 
   // Starts the ranks and returns when all have been reaped. The result is launch's exit code:
   // 0 if every rank exited 0; else the code of the first rank that failed (128 + signal number
-  // for a rank killed by a signal); else 128 + sig after request_stop(sig).
+  // for a rank killed by a signal); else 128 + sig after request_stop(sig). A failure (not a
+  // stop request) starts every rank again while restarts are left; the result is the last
+  // start's.
   int run();
 
   // Async-signal-safe. Forwards `sig` to every rank, then SIGKILL after the grace period. A
@@ -50,6 +55,7 @@ class Supervisor {
     static std::string prefix(int r) { return "[rank " + std::to_string(r) + "] "; }
   };
 
+  int run_attempt(int restart_count);  // one start of every rank, until all are reaped
   void spawn(Rank& r, const std::vector<std::string>& env);
   void pump(int timeout_ms);  // waits up to timeout_ms for output or a wake-up, forwards output
   // Reads fd until it would block, appending prefixed lines to sink; closes it at end of stream.

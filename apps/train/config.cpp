@@ -11,7 +11,8 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add("data-dir", &c.data_dir, "folder with the MNIST-format IDX files (raw or .gz)");
   f.add("epochs", &c.epochs, "epochs to train");
   f.add("steps", &c.steps, "stop after this many optimizer steps in all (0: no limit)");
-  f.add("batch-size", &c.batch_size, "global batch size (split evenly across ranks)");
+  f.add("batch-size", &c.batch_size,
+        "global batch size: each of W ranks takes int(B / W), as the tutorial's bsz");
   f.add("lr", &c.lr, "learning rate");
   f.add("momentum", &c.momentum, "SGD momentum");
   f.add_choice("optimizer", &c.optimizer, {"sgd", "adam"}, "optimizer");
@@ -25,8 +26,15 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add("init-from", &c.init_from, "load initial parameters and buffers (safetensors)");
   f.add("save", &c.save, "write the final parameters and buffers (safetensors)");
   f.add("checkpoint", &c.checkpoint,
-        "write a training checkpoint (weights, optimizer, position, RNG) after every epoch");
-  f.add("resume", &c.resume, "continue from a training checkpoint");
+        "write a training checkpoint (weights, optimizer, position, RNG) after every epoch "
+        "(and every --checkpoint-every K steps)");
+  f.add("resume", &c.resume,
+        "continue from a training checkpoint; auto: from --checkpoint when that file exists, "
+        "else start fresh (one command line for the first start and every restart)");
+  f.add("checkpoint-every", &c.checkpoint_every,
+        "also write --checkpoint every K optimizer steps (0: only after every epoch)");
+  f.add_switch("eval-only", &c.eval_only,
+               "evaluate the weights of --init-from or --resume on the test split; no training");
   f.add("metrics", &c.metrics, "write one JSON line per epoch to this file");
   f.add_choice(
       "device", &c.device, {"auto", "cpu", "cuda"},
@@ -106,8 +114,16 @@ void validate(const TrainConfig& c) {
                " does not use it");
   ENGINE_CHECK(c.cuda_ring == "auto" || c.device != "cpu",
                "--cuda-ring applies to GPUs and --device cpu trains on the CPU");
-  ENGINE_CHECK(c.init_from.empty() || c.resume.empty(),
+  ENGINE_CHECK(c.init_from.empty() || c.resume.empty() || resume_is_auto(c),
                "--init-from and --resume both give initial weights: choose one");
+  ENGINE_CHECK(c.checkpoint_every >= 0, "--checkpoint-every must be 0 or more, got ",
+               c.checkpoint_every);
+  ENGINE_CHECK(c.checkpoint_every == 0 || !c.checkpoint.empty(),
+               "--checkpoint-every needs --checkpoint FILE (where to write)");
+  ENGINE_CHECK(!resume_is_auto(c) || !c.checkpoint.empty(),
+               "--resume auto resumes from --checkpoint FILE: give --checkpoint");
+  ENGINE_CHECK(!c.eval_only || !c.init_from.empty() || !c.resume.empty(),
+               "--eval-only evaluates given weights: add --init-from FILE or --resume FILE");
 }
 
 }  // namespace engine::apps

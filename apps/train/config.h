@@ -21,6 +21,10 @@ struct TrainConfig {
   std::string shuffle = "on";
   double dropout = -1;  // < 0: the models' own probabilities
   std::string init_from, save, checkpoint, resume, metrics;
+  // Also write --checkpoint every K optimizer steps (0: only at the end of each epoch).
+  int64_t checkpoint_every = 0;
+  // Evaluate the weights of --init-from or --resume on the test split and stop: no training.
+  bool eval_only = false;
   std::string device = "auto";  // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
   // ddp: one process per rank (DistributedDataParallel); dp: this one process drives every device
   // of dp_devices (nn.DataParallel).
@@ -48,5 +52,10 @@ struct TrainConfig {
 void declare_train_flags(Flags& f, TrainConfig& c);
 // Checks values that flags alone cannot (ranges, combinations); throws engine::Error.
 void validate(const TrainConfig& c);
+
+// --resume auto: resume from --checkpoint when that file exists, start fresh otherwise.
+inline bool resume_is_auto(const TrainConfig& c) {
+  return c.resume == "auto";
+}
 
 }  // namespace engine::apps

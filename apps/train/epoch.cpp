@@ -78,6 +78,10 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
   }  // batches a resumed run has already trained on
   EpochTally t;
   t.total = loader.batches_per_epoch();
+  if (first > 0 && start_.epoch_loss_sums.size() == static_cast<size_t>(world_)) {
+    t.loss_sum = start_.epoch_loss_sums[rank_];  // the epoch line stays the whole epoch's mean
+    t.batches = first;
+  }
   progress_.start_epoch(epoch, t.total, first);
   const auto start = Clock::now();
   // The next batch is staged (on a GPU: uploading on the copy stream) before this one computes.
@@ -98,6 +102,10 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     ++t.batches;
     t.images += cur.size * world_;
     progress_.update(t.next, l, cur.size * world_);
+    // --checkpoint-every K; the epoch's last step and the run's are checkpointed by end_epoch.
+    if (c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 && t.next + 1 < t.total &&
+        !steps_done())
+      save_checkpoint(epoch, t.next + 1, t.loss_sum);
   }
   t.train_s = std::chrono::duration<double>(Clock::now() - start).count();
   progress_.finish();
@@ -145,7 +153,7 @@ void Trainer::end_epoch(int64_t epoch, const EpochTally& t) {
   if (rank_ == 0) print_epoch(rank_, r);
   if (metrics_) metrics_->write(r);
   const bool epoch_done = t.next >= t.total;
-  save_checkpoint(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : t.next);
+  save_checkpoint(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : t.next, t.loss_sum);
   if (rank_ == 0 && !c_.plot.empty())
     write_training_plot(c_.plot, step_loss_, epoch_acc_,
                         c_.model + ", world " + std::to_string(world_));
@@ -171,9 +179,23 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   return r;
 }
 
-// Rank 0 writes --checkpoint: the position to go on from and every generator's state.
-void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch) {
-  if (rank_ != 0 || c_.checkpoint.empty()) return;
+// Every rank's loss sum (bit for bit) at rank 0; other ranks get an empty vector.
+std::vector<double> Trainer::gather_loss_sums(double mine) {
+  static_assert(sizeof(double) == sizeof(int64_t), "doubles travel as I64");
+  if (!comm_) return {mine};
+  std::vector<double> all(rank_ == 0 ? world_ : 0);
+  comm_->gather(&mine, rank_ == 0 ? all.data() : nullptr, 1, DType::I64, 0);
+  return all;
+}
+
+// Rank 0 writes --checkpoint: the position to go on from and every generator's state; mid-epoch
+// also every rank's loss sum so far.
+void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss_sum) {
+  if (c_.checkpoint.empty()) return;
+  std::vector<double> sums;
+  if (batch_in_epoch > 0) sums = gather_loss_sums(loss_sum);
+  if (rank_ != 0) return;
+  pos_.epoch_loss_sums = std::move(sums);
   pos_.epoch = epoch;
   pos_.batch_in_epoch = batch_in_epoch;
   pos_.init_seed = static_cast<uint64_t>(c_.seed);
@@ -183,6 +205,18 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch) {
   // The other replicas' dropout streams, for a bit-exact resume of --mode dp.
   pos_.replica_dropout_offsets = dp_ ? dp_->replica_dropout_offsets() : std::vector<uint64_t>{};
   nn::save_training_checkpoint(c_.checkpoint, *model_, *opt_, pos_);
+}
+
+void Trainer::evaluate_only() {
+  EpochResult r;
+  evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
+  if (rank_ == 0) {
+    std::printf("Evaluation only: %s weights from %s, %d rank(s)\n", c_.model.c_str(),
+                resumed_from_.empty() ? c_.init_from.c_str() : resumed_from_.c_str(), world_);
+    print_test_line(r);
+  }
+  if (rank_ == 0 && !c_.save.empty()) nn::save_state_dict(c_.save, *model_);
+  if (comm_) comm_->barrier();
 }
 
 }  // namespace engine::apps

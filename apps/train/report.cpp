@@ -61,6 +61,10 @@ void Progress::finish() {
 
 void print_epoch(int rank, const EpochResult& r) {
   std::printf("Rank %d, epoch %lld: %.6f\n", rank, static_cast<long long>(r.epoch), r.train_loss);
+  print_test_line(r);
+}
+
+void print_test_line(const EpochResult& r) {
   std::printf("Test set: average loss %.4f, accuracy %lld/%lld (%.2f%%)\n", r.test_loss,
               static_cast<long long>(r.test_correct), static_cast<long long>(r.test_count),
               100.0 * r.test_acc);

@@ -33,6 +33,8 @@ class Progress {
 
 // Prints the tutorial's epoch line and the test result.
 void print_epoch(int rank, const EpochResult& r);
+// Prints the test result alone ("Test set: average loss L, accuracy C/N (P%)").
+void print_test_line(const EpochResult& r);
 
 // Appends one JSON object per epoch to a file (created or truncated at open, appended on resume).
 class MetricsWriter {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "apps/threads.h"
 #include "apps/train/cuda_collectives.h"
@@ -119,9 +120,10 @@ void Trainer::run() {
   connect();
   build();
   resume();
+  if (c_.eval_only) return evaluate_only();
   distribute();
   if (rank_ == 0 && !c_.metrics.empty())
-    metrics_ = std::make_unique<MetricsWriter>(c_.metrics, !c_.resume.empty());
+    metrics_ = std::make_unique<MetricsWriter>(c_.metrics, !resumed_from_.empty());
   if (!c_.trace.empty() || c_.profile) trace::enable(rank_);
   run_start_ = Clock::now();
   for (int64_t epoch = start_.epoch; epoch < c_.epochs && !steps_done(); ++epoch)
@@ -146,9 +148,15 @@ void Trainer::connect() {
 
 void Trainer::build() {
   mnist_ = data::load_mnist(c_.data_dir);
-  ENGINE_CHECK(c_.batch_size % world_ == 0, "--batch-size ", c_.batch_size,
-               " does not divide by the world size ", world_);
-  batch_ = c_.batch_size / world_;
+  ENGINE_CHECK(c_.batch_size >= world_, "--batch-size ", c_.batch_size,
+               " is less than the world size ", world_, ": every rank needs an image per step");
+  batch_ = c_.batch_size / world_;  // the tutorial's bsz = int(128 / float(size))
+  if (rank_ == 0 && c_.batch_size % world_ != 0 && !c_.eval_only)
+    std::printf(
+        "--batch-size %lld does not divide by %d ranks: each rank takes int(%lld / %d) = "
+        "%lld images per step (%lld in all), as the tutorial does\n",
+        static_cast<long long>(c_.batch_size), world_, static_cast<long long>(c_.batch_size),
+        world_, static_cast<long long>(batch_), static_cast<long long>(batch_ * world_));
   if (c_.sharding == "partition")
     partition_ = data::partition_for_rank(mnist_.train.count, world_, rank_, 1234);
   if (c_.dropout >= 0) model_options_.dropout = static_cast<float>(c_.dropout);
@@ -163,20 +171,36 @@ void Trainer::build() {
   opt_ = make_optimizer(c_, *model_);
 }
 
+// --resume FILE; --resume auto: --checkpoint if rank 0 finds it (every rank follows rank 0's
+// answer, so a job never half-resumes); "" to start fresh.
+std::string Trainer::resume_path() {
+  if (!resume_is_auto(c_)) return c_.resume;
+  int64_t found = rank_ == 0 && std::filesystem::exists(c_.checkpoint) ? 1 : 0;
+  if (comm_) comm_->broadcast(&found, 1, DType::I64, 0);
+  ENGINE_CHECK(found || !c_.eval_only, "--eval-only --resume auto: no checkpoint at ",
+               c_.checkpoint);
+  if (rank_ == 0 && !found)
+    std::printf("--resume auto: no checkpoint at %s yet, starting fresh\n", c_.checkpoint.c_str());
+  std::fflush(stdout);  // a restart may kill this rank: what it said must be out
+  return found ? c_.checkpoint : "";
+}
+
 void Trainer::resume() {
-  if (c_.resume.empty()) return;
-  start_ = nn::load_training_checkpoint(c_.resume, *model_, *opt_);
+  resumed_from_ = resume_path();
+  if (resumed_from_.empty()) return;
+  start_ = nn::load_training_checkpoint(resumed_from_, *model_, *opt_);
   check_resume_position(
-      c_.resume, start_, c_,
+      resumed_from_, start_, c_,
       {rank_batches_per_epoch(c_, mnist_.train.count, world_, rank_, batch_, partition_),
        opt_->steps(), dp_devices_.empty() ? 0 : dp_devices_.size() - 1});
   pos_ = start_;
   // Each rank keeps its own dropout seed; all ranks draw the same number of values per step.
   dropout_gen_.set_state(dropout_gen_.seed(), start_.dropout_offset);
-  if (rank_ == 0)
-    std::printf("Resumed from %s at epoch %lld, batch %lld, step %lld\n", c_.resume.c_str(),
+  if (rank_ == 0 && !c_.eval_only)
+    std::printf("Resumed from %s at epoch %lld, batch %lld, step %lld\n", resumed_from_.c_str(),
                 static_cast<long long>(start_.epoch), static_cast<long long>(start_.batch_in_epoch),
                 static_cast<long long>(start_.step));
+  std::fflush(stdout);
 }
 
 void Trainer::distribute() {

@@ -13,11 +13,12 @@
 //   finish         --save, --profile, --trace, and a last barrier
 // Each phase is where its later features belong: another backend or launcher in connect, an
 // elastic restart (the last checkpoint) in resume, an evaluation-only run evaluates as
-// end_epoch does.
+// end_epoch does (evaluate_only, after resume).
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,7 +71,12 @@ class Trainer {
 
   void broadcast_buffers();
   EpochResult epoch_result(int64_t epoch, const EpochTally& t);
-  void save_checkpoint(int64_t epoch, int64_t batch_in_epoch);
+  // Every rank calls it (mid-epoch the ranks' loss sums travel to rank 0); rank 0 writes.
+  void save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss_sum);
+  std::vector<double> gather_loss_sums(double mine);
+  std::string resume_path();
+  // --eval-only: the test split on the loaded weights, the test line, nothing trained.
+  void evaluate_only();
   bool steps_done() const { return c_.steps > 0 && pos_.step >= c_.steps; }
 
   const TrainConfig c_;
@@ -88,6 +94,7 @@ class Trainer {
   std::unique_ptr<nn::DataParallel> dp_;
   std::unique_ptr<comm::GradSync> sync_;
   nn::NamedTensors buffers_;  // broadcast from rank 0 before every step
+  std::string resumed_from_;  // the checkpoint this run resumed from; "" when it started fresh
   nn::TrainPosition start_;   // where this run began (--resume; zero otherwise)
   nn::TrainPosition pos_;     // where it is now: pos_.step counts optimizer steps
   std::unique_ptr<MetricsWriter> metrics_;

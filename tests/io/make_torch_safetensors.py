@@ -59,6 +59,11 @@ def write(path, salt):
         dname, npt = DTYPES[t.dtype]
         vals = expected_value(name, dname, t.numel(), salt).astype(npt).reshape(tuple(t.shape))
         tensors[name] = (dname, list(t.shape), vals.tobytes())
+    save_file(path, tensors)
+
+
+def save_file(path, tensors):
+    """Writes {name: (dtype name, shape, bytes)} as safetensors.torch.save_file lays it out."""
     order = sorted(tensors, key=lambda n: (-np.dtype(NP_OF_NAME[tensors[n][0]]).itemsize, n))
     header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name in order:
