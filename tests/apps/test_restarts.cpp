@@ -17,6 +17,7 @@
 #include <set>
 
 #include "tests/apps/train_fixture.h"
+#include "tests/common/standalone_lock.h"
 
 using namespace engine;
 using namespace engine::testing;
@@ -290,32 +291,6 @@ class Restarts : public TrainTest {
         EXPECT_NE(std::find(got.begin(), got.end(), line), got.end()) << line << "\n" << out;
     }
   }
-};
-
-// Debian's torchrun --standalone always serves its rendezvous on localhost:29400: one such test
-// at a time on this machine (other test processes take the same lock).
-class StandaloneLock {
- public:
-  StandaloneLock() {
-    fd_ = ::open("/tmp/engine-torchrun-standalone-29400.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    const auto t0 = Clock::now();
-    while (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      if (since(t0) > 300) {
-        ADD_FAILURE() << "another torchrun --standalone test held the lock for 300 s";
-        break;
-      }
-      pollfd none{-1, 0, 0};
-      ::poll(&none, 0, 50);  // the holder gives no signal: look again in 50 ms
-    }
-  }
-  ~StandaloneLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  StandaloneLock(const StandaloneLock&) = delete;
-  StandaloneLock& operator=(const StandaloneLock&) = delete;
-
- private:
-  int fd_ = -1;
 };
 
 bool torchrun_usable() {

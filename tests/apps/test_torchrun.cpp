@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/apps/train_fixture.h"
+#include "tests/common/standalone_lock.h"
 
 using namespace engine;
 using namespace engine::testing;
@@ -88,9 +89,9 @@ TEST_F(TorchrunTest, StaticTwoNodesOneRankEach) {
 }
 
 TEST_F(TorchrunTest, Standalone) {
-  // --standalone serves its rendezvous on port 29400 unless told otherwise.
-  RunResult r = run(kTorchrun + " --standalone --nproc_per_node 2 --rdzv_endpoint 127.0.0.1:" +
-                    std::to_string(free_port()) + kTorchrunFlags + train_args("w.safetensors"));
+  StandaloneLock lock;  // --standalone always serves its rendezvous on localhost:29400
+  RunResult r = run(kTorchrun + " --standalone --nproc_per_node 2" + kTorchrunFlags +
+                    train_args("w.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   expect_launchs_weights("w.safetensors");
 }
