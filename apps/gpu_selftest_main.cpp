@@ -11,6 +11,7 @@
 #include "apps/gpu_selftest/checks.h"
 #include "apps/gpu_selftest/multi_rank.h"
 #include "apps/program.h"
+#include "core/cuda_backend.h"
 #include "core/device.h"
 
 namespace {
@@ -61,6 +62,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "gpu_selftest: cannot run: %s\n", why.c_str());
     return 2;  // the documented "no CUDA device" status
   }
+  cuda::set_home_device(dev.index);  // this thread and the communicator's: the checked device
   return run_checks(dev) > 0 ? 1 : 0;
 }
 

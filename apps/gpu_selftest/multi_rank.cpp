@@ -14,8 +14,10 @@
 
 #include "comm/cuda_ipc_ring.h"
 #include "comm/file_store.h"
+#include "comm/ipc_peers.h"
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
+#include "core/cuda_backend.h"
 #include "core/error.h"
 
 namespace engine::selftest {
@@ -111,6 +113,7 @@ int run_child(const std::string& backend, int rank, int world, const std::string
     const int devices = cuda_device_count();
     ENGINE_CHECK(devices > 0, cuda_unavailable_reason());
     const Device dev = Device::cuda(rank % devices);
+    cuda::set_home_device(dev.index);
     auto store = std::make_shared<comm::FileStore>(dir, comm::Millis(kTimeoutS * 1000));
     comm::ConnectOptions o;
     o.timeout = comm::Millis(kTimeoutS * 1000);
@@ -124,12 +127,9 @@ int run_child(const std::string& backend, int rank, int world, const std::string
       no.timeout = o.timeout;
       c->attach_nccl(std::make_unique<comm::NcclCommunicator>(store, rank, world, dev.index, no));
     } else if (backend == "ring-ipc") {
-      std::string why = comm::CudaIpcRing::unsupported_reason(dev.index);
-      int64_t ok = why.empty() ? 1 : 0;
-      c->all_reduce(&ok, 1, DType::I64, comm::ReduceOp::Min);
-      if (!ok) {
-        std::fprintf(stderr, "[rank %d] ring-ipc: %s\n", rank,
-                     why.empty() ? "the other rank cannot use CUDA IPC" : why.c_str());
+      const std::string why = comm::ipc_ring_problem(*c, dev.index);
+      if (!why.empty()) {
+        std::fprintf(stderr, "[rank %d] ring-ipc: %s\n", rank, why.c_str());
         return 77;
       }
       comm::IpcRingOptions io;

@@ -40,4 +40,17 @@ std::string unavailable_reason() {
   return discovery().reason;
 }
 
+std::string device_uuid(int device) {
+  check_cuda_device(device, "device_uuid");
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return std::string(prop.uuid.bytes, sizeof prop.uuid.bytes);
+}
+
+bool can_access_peer(int device, int peer) {
+  int can = 0;
+  CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, peer));
+  return can != 0;
+}
+
 }  // namespace engine::cuda
