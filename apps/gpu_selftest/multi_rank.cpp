@@ -77,6 +77,22 @@ std::vector<int> run_children(const std::string& self, const std::string& backen
 
 }  // namespace
 
+Outcome outcome_of(const std::vector<int>& codes, std::string* detail) {
+  bool failed = false, skipped = false;
+  for (size_t k = 0; k < codes.size(); ++k) {
+    if (codes[k] == 0) continue;
+    if (codes[k] == kSkipCode) {
+      skipped = true;
+      *detail += "skipped by rank " + std::to_string(k) + " (reason above); ";
+    } else {
+      failed = true;
+      *detail += "rank " + std::to_string(k) + " exited " + std::to_string(codes[k]) + "; ";
+    }
+  }
+  if (!detail->empty()) detail->resize(detail->size() - 2);
+  return failed ? Outcome::Fail : skipped ? Outcome::Skip : Outcome::Pass;
+}
+
 std::vector<CheckResult> run_multi_rank_checks(Device, const std::string& self) {
   std::vector<CheckResult> out;
   constexpr int kWorld = 2;
@@ -90,15 +106,7 @@ std::vector<CheckResult> run_multi_rank_checks(Device, const std::string& self) 
     std::filesystem::remove_all(dir, ec);
     std::filesystem::create_directories(dir, ec);
     try {
-      const std::vector<int> codes = run_children(self, backend, kWorld, dir.string());
-      r.passed = true;
-      for (int k = 0; k < kWorld; ++k)
-        if (codes[k] == 77) {
-          r.detail = "skipped by rank " + std::to_string(k) + " (reason above)";
-        } else if (codes[k] != 0) {
-          r.passed = false;
-          r.detail += "rank " + std::to_string(k) + " exited " + std::to_string(codes[k]) + "; ";
-        }
+      r.outcome = outcome_of(run_children(self, backend, kWorld, dir.string()), &r.detail);
     } catch (const std::exception& e) {
       r.detail = e.what();
     }
@@ -121,7 +129,7 @@ int run_child(const std::string& backend, int rank, int world, const std::string
     if (backend == "nccl") {
       if (devices < world) {  // NCCL refuses two ranks on one GPU
         std::fprintf(stderr, "[rank %d] nccl: needs %d GPUs, found %d\n", rank, world, devices);
-        return 77;
+        return kSkipCode;
       }
       comm::NcclOptions no;
       no.timeout = o.timeout;
@@ -130,7 +138,7 @@ int run_child(const std::string& backend, int rank, int world, const std::string
       const std::string why = comm::ipc_ring_problem(*c, dev.index);
       if (!why.empty()) {
         std::fprintf(stderr, "[rank %d] ring-ipc: %s\n", rank, why.c_str());
-        return 77;
+        return kSkipCode;
       }
       comm::IpcRingOptions io;
       io.timeout = o.timeout;
