@@ -91,7 +91,7 @@ check() {
 note() { printf '%s\n\n' "$*" >>"$DETAILS"; }
 
 # --- 1. build ---------------------------------------------------------------------------------
-run "configure (CUDA on)" 900 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DENGINE_CUDA=ON
+check "configure (CUDA on)" 900 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DENGINE_CUDA=ON
 cfg=$RC
 check "build" 3600 cmake --build "$B" -j"$(nproc)"
 if [ $cfg -ne 0 ] || [ $RC -ne 0 ]; then
