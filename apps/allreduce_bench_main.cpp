@@ -16,9 +16,11 @@
 #include "apps/allreduce_bench/spawn.h"
 #include "apps/program.h"
 #include "comm/cuda_ipc_ring.h"
+#include "comm/ipc_peers.h"
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
 #include "comm/socket.h"
+#include "core/cuda_backend.h"
 #include "core/device.h"
 #include "core/error.h"
 
@@ -45,6 +47,7 @@ CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
   ENGINE_CHECK(count > 0, engine::cuda_unavailable_reason());
   CudaSetup s;
   const int device = comm.local_rank() % count;
+  engine::cuda::set_home_device(device);  // no context on any other GPU
   s.backend.device = device;
   const engine::comm::Millis timeout(cfg.timeout_s * 1000);
   if (cfg.nccl()) {
@@ -60,7 +63,7 @@ CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
     s.backend_text = "nccl (comm::NcclCommunicator, NCCL " + ab::nccl_version() +
                      "); the host transport only lines the ranks up and combines the times";
   } else if (cfg.ring_transport == "ipc") {
-    const std::string why = engine::comm::CudaIpcRing::unsupported_reason(device);
+    const std::string why = engine::comm::ipc_ring_problem(comm, device);  // every rank
     ENGINE_CHECK(why.empty(), "--ring-transport ipc on cuda:", device, ": ", why);
     engine::comm::IpcRingOptions o;
     o.timeout = timeout;

@@ -2,7 +2,8 @@
 // It checks every CUDA op against the CPU (forward and backward), one training step of each
 // model, NCCL collectives in one process, and an all_reduce between two ranks (child processes)
 // over each backend (ring staged, ring IPC, NCCL), then prints a pass/fail table.
-// Exit code: 0 all passed, 1 a check failed, 2 no CUDA device (the reason is printed) or bad use.
+// Exit code: 0 all passed, 1 a check failed, 2 no CUDA device (the reason is printed) or bad use,
+// 3 none failed but some were skipped (shown as "skip", never counted as passed).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,7 +11,9 @@
 
 #include "apps/gpu_selftest/checks.h"
 #include "apps/gpu_selftest/multi_rank.h"
+#include "apps/gpu_selftest/table.h"
 #include "apps/program.h"
+#include "core/cuda_backend.h"
 #include "core/device.h"
 
 namespace {
@@ -20,9 +23,11 @@ const char kUsage[] =
     "Checks each CUDA kernel against the CPU, one training step of each model on the GPU against\n"
     "the CPU, NCCL collectives (world 1), and an all_reduce between 2 ranks (child processes)\n"
     "over each backend: ring staged, ring IPC, NCCL; prints a pass/fail table.\n"
-    "Exit code: 0 all passed, 1 a check failed, 2 no CUDA device or bad flags.";
+    "A check that cannot run here (a second GPU, CUDA IPC) is shown as skip, not as a pass.\n"
+    "Exit code: 0 all passed, 1 a check failed, 2 no CUDA device or bad flags, 3 none failed\n"
+    "but some were skipped.";
 
-// The checks on dev, then the table; returns how many failed.
+// The checks on dev, then the table; returns the exit code (table.h).
 int run_checks(engine::Device dev) {
   using namespace engine;
   std::printf("gpu_selftest on %s: every result compared with the CPU's\n\n", dev.str().c_str());
@@ -33,16 +38,9 @@ int run_checks(engine::Device dev) {
   }
   std::vector<selftest::CheckResult> part = selftest::run_multi_rank_checks(dev, "/proc/self/exe");
   all.insert(all.end(), part.begin(), part.end());
-  std::printf("%-6s %-42s %-6s %12s %10s  %s\n", "group", "check", "result", "rel error",
-              "tolerance", "detail");
-  int failed = 0;
-  for (const auto& r : all) {
-    failed += !r.passed;
-    std::printf("%-6s %-42s %-6s %12.3g %10.3g  %s\n", r.group.c_str(), r.name.c_str(),
-                r.passed ? "pass" : "FAIL", r.error, r.tolerance, r.detail.c_str());
-  }
-  std::printf("\n%zu checks, %d failed\n", all.size(), failed);
-  return failed;
+  const selftest::Summary s = selftest::summarize(all);
+  std::printf("%s", s.table.c_str());
+  return s.exit_code();
 }
 
 int run(int argc, char** argv) {
@@ -61,7 +59,8 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "gpu_selftest: cannot run: %s\n", why.c_str());
     return 2;  // the documented "no CUDA device" status
   }
-  return run_checks(dev) > 0 ? 1 : 0;
+  cuda::set_home_device(dev.index);  // this thread and the communicator's: the checked device
+  return run_checks(dev);
 }
 
 }  // namespace

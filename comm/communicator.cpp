@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "core/cuda_backend.h"
 #include "core/error.h"
 
 namespace engine::comm {
@@ -169,6 +170,8 @@ Work Communicator::enqueue(std::function<void()> fn) {
 
 void Communicator::worker_loop() {
   ExecutingScope scope(this);
+  // CUDA collectives run here: on the rank's device, never the runtime's default GPU 0.
+  cuda::enter_home_device();
   while (true) {
     std::unique_lock lk(qmu_);
     qcv_.wait(lk, [&] { return stop_ || (!queue_.empty() && !busy_); });

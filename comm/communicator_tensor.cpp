@@ -147,10 +147,15 @@ void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp 
 
 // Point to point: a CUDA tensor goes to the CUDA backend's own (NCCL) or is staged around the
 // blocking call. Messages are matched per pair in order, so the staging needs no collective order.
+// NCCL's send and recv do: NCCL hangs when ranks issue its calls in different orders, so they run
+// through run(), after the collectives queued before them (an all_reduce_async in flight), as
+// every collective does.
 void Communicator::send(const Tensor& t, int dst, int tag) {
   check_defined(t, "send");
   if (!on_cuda(t)) return send(t.raw_data(), numel(t), t.dtype(), dst, tag);
-  if (cuda_->send(t, dst)) return;
+  bool sent = false;
+  run([&] { sent = cuda_->send(t, dst); });
+  if (sent) return;
   Tensor h = t.to(Device::cpu());
   send(h.raw_data(), numel(h), h.dtype(), dst, tag);
 }
@@ -158,7 +163,9 @@ void Communicator::send(const Tensor& t, int dst, int tag) {
 void Communicator::recv(const Tensor& t, int src, int tag) {
   check_defined(t, "recv");
   if (!on_cuda(t)) return recv(t.raw_data(), numel(t), t.dtype(), src, tag);
-  if (cuda_->recv(t, src)) return;
+  bool received = false;
+  run([&] { received = cuda_->recv(t, src); });
+  if (received) return;
   Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu());
   recv(h.raw_data(), numel(h), h.dtype(), src, tag);
   Tensor(t).copy_from(h);

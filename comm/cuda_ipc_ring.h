@@ -97,8 +97,9 @@ class CudaIpcRing : public DeviceGroup {
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum, const cuda::Event* ready = nullptr);
 
   // Why CUDA IPC cannot be used from `device` ("" when it can): no CUDA, no such device, no
-  // unified addressing or mapped host memory, or a visible GPU that `device` cannot access as a
-  // peer. Callers fall back to host staging when non-empty.
+  // unified addressing or mapped host memory, or no IPC export. P2P to the ring neighbours' GPUs
+  // is the collective ipc_ring_problem()'s (comm/ipc_peers.h), which callers use; they fall back
+  // to host staging when non-empty.
   static std::string unsupported_reason(int device);
 
  private:

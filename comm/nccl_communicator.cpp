@@ -3,10 +3,8 @@
 // ncclCommGetAsyncError and the deadline. Without CUDA: a constructor that says so.
 #include "comm/nccl_communicator.h"
 
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -17,6 +15,7 @@
 #include <nccl.h>
 
 #include "comm/nccl_check.h"
+#include "comm/watchdog.h"
 #include "core/cuda/check.cuh"
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
@@ -124,19 +123,8 @@ struct NcclCommunicator::Impl {
   cudaEvent_t done = nullptr;
   // Calls and the watchdog's abort take turns on the communicator.
   std::mutex comm_mu;
-  // Queued collectives (all_reduce_queued) that the watchdog watches.
-  struct Pending {
-    cudaEvent_t ev = nullptr;
-    Deadline deadline;
-    std::string what;
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Pending> pending;
-  std::string error;  // set by the watchdog: the next call throws it
-  bool error_is_timeout = false;
-  bool stop = false;
-  std::thread watchdog;
+  // Watches the queued collectives (all_reduce_queued); made on first use.
+  std::unique_ptr<Watchdog> watchdog;
 };
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<Store> store, int rank, int world, int device,
@@ -200,15 +188,7 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<Store> store, int rank, int w
 
 NcclCommunicator::~NcclCommunicator() {
   if (!impl_) return;
-  if (impl_->watchdog.joinable()) {
-    {
-      std::lock_guard<std::mutex> lk(impl_->mu);
-      impl_->stop = true;
-    }
-    impl_->cv.notify_all();
-    impl_->watchdog.join();
-  }
-  for (auto& p : impl_->pending) (void)cudaEventDestroy(p.ev);
+  impl_->watchdog.reset();  // joins it; the events it still watched are destroyed
   if (impl_->comm) {
     const cudaError_t set = cudaSetDevice(device_);
     (void)set;
@@ -357,65 +337,71 @@ void NcclCommunicator::recv(void* data, size_t count, DType dtype, int peer) {
 }
 
 void NcclCommunicator::check() const {
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  if (impl_->error.empty()) return;
-  if (impl_->error_is_timeout) throw TimeoutError(impl_->error);
-  throw Error(impl_->error);
+  if (!impl_->watchdog) return;
+  const std::string error = impl_->watchdog->error();
+  if (error.empty()) return;
+  if (impl_->watchdog->timed_out()) throw TimeoutError(error);
+  throw Error(error);
 }
 
-// The watchdog: polls the queued collectives' events in order and the communicator's async error.
-// A failure, or a collective past its deadline, aborts the communicator (under comm_mu, so never
-// beside a call), which also makes NCCL's kernels return, so the streams waiting on them drain.
-void NcclCommunicator::watch() {
-  Impl& im = *impl_;
-  std::unique_lock<std::mutex> lk(im.mu);
-  for (;;) {
-    im.cv.wait_for(lk, std::chrono::milliseconds(1),
-                   [&] { return im.stop || !im.pending.empty(); });
-    if (im.stop) return;
-    while (!im.pending.empty()) {
-      Impl::Pending& p = im.pending.front();
-      const cudaError_t q = cudaEventQuery(p.ev);
-      if (q == cudaSuccess) {
-        (void)cudaEventDestroy(p.ev);
-        im.pending.pop_front();
-        continue;
-      }
-      std::string why;
-      bool timed_out = false;
-      if (q != cudaErrorNotReady) {
-        why = detail::concat("failed: ", cudaGetErrorString(q));
-      } else if (p.deadline.expired()) {
-        why = detail::concat("did not complete within ", seconds_str(opts_.timeout),
-                             " (a peer may be dead or calling another collective)");
-        timed_out = true;
-      } else {
-        lk.unlock();
-        ncclResult_t state = ncclSuccess;
-        {
-          std::lock_guard<std::mutex> cl(im.comm_mu);
-          if (im.comm && ncclCommGetAsyncError(im.comm, &state) == ncclSuccess &&
-              state != ncclSuccess && state != ncclInProgress)
-            why = detail::concat("failed: ", ncclGetErrorString(state));
-        }
-        lk.lock();
-        if (why.empty()) break;  // still running: look again later
-      }
-      im.error = detail::concat("nccl ", p.what, " on rank ", rank_, " of ", world_,
-                                " (cuda:", device_, ") ", why, "; communicator aborted");
-      im.error_is_timeout = timed_out;
-      for (auto& left : im.pending) (void)cudaEventDestroy(left.ev);
-      im.pending.clear();
-      lk.unlock();
-      {
-        std::lock_guard<std::mutex> cl(im.comm_mu);
-        if (im.comm) (void)ncclCommAbort(im.comm);
-        im.comm = nullptr;
-      }
-      std::fprintf(stderr, "engine: %s\n", im.error.c_str());
-      lk.lock();
-    }
+namespace {
+
+// A queued collective as the watchdog sees it: its own event (the caller's may go first).
+class EventProbe final : public Watchdog::Probe {
+ public:
+  explicit EventProbe(cudaEvent_t ev) : ev_(ev) {}
+  ~EventProbe() override { (void)cudaEventDestroy(ev_); }
+  State poll(std::string* why) override {
+    const cudaError_t q = cudaEventQuery(ev_);
+    if (q == cudaSuccess) return State::Done;
+    if (q == cudaErrorNotReady) return State::Running;
+    *why = detail::concat("failed: ", cudaGetErrorString(q));
+    return State::Failed;
   }
+
+ private:
+  cudaEvent_t ev_;
+};
+
+}  // namespace
+
+// The watchdog (comm/watchdog.h): its thread works on this rank's device, looks at the front
+// collective's event every 2 ms while it runs, and on a failure or a passed deadline aborts the
+// communicator (under comm_mu, so never beside a call), which also makes NCCL's kernels return, so
+// the streams waiting on them drain.
+Watchdog& NcclCommunicator::watchdog() {
+  if (impl_->watchdog) return *impl_->watchdog;
+  Impl& im = *impl_;
+  Watchdog::Hooks h;
+  h.on_start = [device = device_, rank = rank_] {
+    try {
+      cuda::set_thread_device(device);  // else cudaEventQuery would make a context on GPU 0
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "engine: nccl watchdog of rank %d: %s\n", rank, e.what());
+    }
+  };
+  h.async_error = [&im]() -> std::string {
+    std::lock_guard<std::mutex> cl(im.comm_mu);
+    ncclResult_t state = ncclSuccess;
+    if (im.comm && ncclCommGetAsyncError(im.comm, &state) == ncclSuccess && state != ncclSuccess &&
+        state != ncclInProgress)
+      return detail::concat("failed: ", ncclGetErrorString(state));
+    return "";
+  };
+  h.describe = [this](const std::string& what, const std::string& why) {
+    return detail::concat("nccl ", what, " on rank ", rank_, " of ", world_, " (cuda:", device_,
+                          ") ", why, "; communicator aborted");
+  };
+  h.abort = [&im] {
+    {
+      std::lock_guard<std::mutex> cl(im.comm_mu);
+      if (im.comm) (void)ncclCommAbort(im.comm);
+      im.comm = nullptr;
+    }
+    std::fprintf(stderr, "engine: %s\n", im.watchdog->error().c_str());
+  };
+  im.watchdog = std::make_unique<Watchdog>(std::move(h), Millis(2));
+  return *im.watchdog;
 }
 
 cuda::Event NcclCommunicator::all_reduce_queued(const Tensor& t, ReduceOp op,
@@ -464,13 +450,8 @@ cuda::Event NcclCommunicator::all_reduce_queued(const Tensor& t, ReduceOp op,
   cudaEvent_t watched = nullptr;
   CUDA_CHECK(cudaEventCreateWithFlags(&watched, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventRecord(watched, cuda::comm_stream(device_)));
-  {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->pending.push_back({watched, Deadline::after(opts_.timeout),
-                              detail::concat("all_reduce of ", t.numel(), " elements (queued)")});
-    if (!impl_->watchdog.joinable()) impl_->watchdog = std::thread([this] { watch(); });
-  }
-  impl_->cv.notify_all();
+  watchdog().watch(std::make_unique<EventProbe>(watched), Deadline::after(opts_.timeout),
+                   detail::concat("all_reduce of ", t.numel(), " elements (queued)"));
   return done;
 }
 

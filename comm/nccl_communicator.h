@@ -30,6 +30,8 @@
 
 namespace engine::comm {
 
+class Watchdog;
+
 struct NcclOptions {
   Millis timeout{300000};    // for init and for each collective
   std::string key = "nccl";  // store key prefix of the unique id
@@ -85,7 +87,7 @@ class NcclCommunicator : public DeviceGroup {
   struct Impl;
   void check_tensor(const Tensor& t, const char* what) const;
   void check_root(int root, const char* what) const;
-  void watch();  // the watchdog thread's loop
+  Watchdog& watchdog();  // comm/watchdog.h, made on first use
 
   const cuda::Event* ready_ = nullptr;  // order_next_after(), for one call
   NcclOptions opts_;

@@ -31,7 +31,7 @@ class StagedBackend final : public Backend {
  public:
   ~StagedBackend() override {
     try {
-      cuda::free_pinned(pinned_);
+      cuda::free_pinned(pinned_, pinned_device_);
     } catch (const std::exception&) {
       // at exit the driver may be gone first
     }
@@ -66,19 +66,20 @@ class StagedBackend final : public Backend {
   void stage(const CollContext& c, std::vector<Staged> ts, const cuda::Event* ready);
   // The one CUDA device of the call's tensors (-1: all on the CPU) and their staged bytes.
   static int device_of(const CollContext& c, const std::vector<Staged>& ts, size_t* total);
-  void place(std::vector<Staged>& ts, size_t total);
+  void place(std::vector<Staged>& ts, size_t total, int dev);
   static void download(std::vector<Staged>& ts, int dev, const cuda::Event* ready);
   static void upload(std::vector<Staged>& ts, int dev);
 
   void* pinned_ = nullptr;  // staging buffer (pinned host memory), grown on demand
   size_t pinned_bytes_ = 0;
+  int pinned_device_ = -1;  // whose context allocated it
 };
 
 // The staging buffer is used by one collective at a time: the Communicator runs them in order.
 void StagedBackend::stage(const CollContext& c, std::vector<Staged> ts, const cuda::Event* ready) {
   size_t total = 0;
   const int dev = device_of(c, ts, &total);
-  place(ts, total);
+  place(ts, total, dev);
   if (dev >= 0) download(ts, dev, ready);
   run_algorithm(c, ts.front().host, ts.back().host);
   if (dev >= 0) upload(ts, dev);
@@ -97,12 +98,14 @@ int StagedBackend::device_of(const CollContext& c, const std::vector<Staged>& ts
   return dev;
 }
 
-void StagedBackend::place(std::vector<Staged>& ts, size_t total) {
+// The buffer is allocated in the context of the call's device (dev >= 0 whenever total > 0).
+void StagedBackend::place(std::vector<Staged>& ts, size_t total, int dev) {
   if (total > pinned_bytes_) {
-    cuda::free_pinned(pinned_);
+    cuda::free_pinned(pinned_, pinned_device_);
     pinned_ = nullptr;
     pinned_bytes_ = 0;
-    pinned_ = cuda::alloc_pinned(total);
+    pinned_ = cuda::alloc_pinned(total, dev);
+    pinned_device_ = dev;
     pinned_bytes_ = total;
   }
   char* p = static_cast<char*>(pinned_);

@@ -23,6 +23,24 @@ std::string unavailable_reason() {
   return "no CUDA device: this build has no CUDA support (configure with -DENGINE_CUDA=ON)";
 }
 
+std::string device_uuid(int) {
+  not_built("device_uuid");
+}
+bool can_access_peer(int, int) {
+  not_built("can_access_peer");
+}
+
+void set_home_device(int) {
+  not_built("set_home_device");
+}
+int home_device() {
+  return -1;
+}
+void enter_home_device() noexcept {}
+void set_thread_device(int) {
+  not_built("set_thread_device");
+}
+
 void* alloc(int, size_t) {
   not_built("alloc");
 }
@@ -48,10 +66,10 @@ void scale_f32(int, float*, float, int64_t) {
   not_built("scale_f32");
 }
 
-void* alloc_pinned(size_t) {
+void* alloc_pinned(size_t, int) {
   not_built("alloc_pinned");
 }
-void free_pinned(void* p) {
+void free_pinned(void* p, int) {
   if (p) not_built("free_pinned");
 }
 void copy_async(void*, Device, const void*, Device, size_t, int, Stream) {

@@ -15,6 +15,26 @@ namespace engine::cuda {
 int device_count();                // 0 when no driver or GPU answers
 std::string unavailable_reason();  // "" when a device answers
 
+// The 16 bytes of cuda:device's UUID (cudaDeviceProp::uuid): the same GPU in every process,
+// whatever its index there (CUDA_VISIBLE_DEVICES renumbers).
+std::string device_uuid(int device);
+// Whether cuda:device can map cuda:peer's memory (cudaDeviceCanAccessPeer).
+bool can_access_peer(int device, int peer);
+
+// The device of this process (the rank's), for the threads that touch CUDA: the program sets it
+// once it has chosen (train after --device, gpu_selftest, the benchmarks), which also makes it
+// current on the calling thread; every other thread that touches CUDA (the communicator's worker,
+// the NCCL watchdog) calls enter_home_device() first. Until a thread has a device, the runtime
+// would create a context on GPU 0 at its first call: with 8 ranks, 7 extra contexts there.
+void set_home_device(int device);
+int home_device();  // -1 when none was set (a CPU run)
+// Makes the home device current on the calling thread, once; a no-op when none was set (so a CPU
+// run never touches CUDA) or when the thread already has a device. Never throws (thread starts):
+// a failure shows at the thread's first CUDA call.
+void enter_home_device() noexcept;
+// Makes `device` current on the calling thread for good (a thread that works on one device).
+void set_thread_device(int device);
+
 // Caching allocator: blocks binned by size class, reused after free, per device.
 void* alloc(int device, size_t nbytes);
 void free(int device, void* p, size_t nbytes);
@@ -30,9 +50,11 @@ void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nby
 // Comm, uploads of the next batch on Copy.
 enum class Stream : uint8_t { Compute, Comm, Copy };
 
-// Page-locked host memory: copies to and from it run asynchronously at full PCIe speed.
-void* alloc_pinned(size_t nbytes);
-void free_pinned(void* p);  // nullptr is fine
+// Page-locked host memory: copies to and from it run asynchronously at full PCIe speed. Portable
+// (every device may use it); allocated in `device`'s context, the one the caller works on, so
+// that no other device gets a context for it.
+void* alloc_pinned(size_t nbytes, int device);
+void free_pinned(void* p, int device);  // nullptr is fine; device: alloc_pinned's
 
 // A copy queued on stream s of `device`, returning at once. Host memory must be pinned; device
 // memory must be `device`'s. The caller orders it (Event) and waits for it before touching dst.

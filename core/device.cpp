@@ -25,6 +25,23 @@ std::string cuda_unavailable_reason() {
   return cuda::unavailable_reason();
 }
 
+namespace {
+std::string cuda_version_str(int v) {
+  return detail::concat(v / 1000, ".", v % 1000 / 10);
+}
+}  // namespace
+
+std::string cuda_absence_reason(const std::string& runtime_error, bool insufficient_driver,
+                                bool driver_present, int driver_version, int runtime_version) {
+  if (!driver_present)
+    return "no CUDA device: no NVIDIA driver is installed (libcuda.so.1 does not load)";
+  if (insufficient_driver && driver_version > 0 && runtime_version > 0)
+    return detail::concat("no CUDA device: the NVIDIA driver supports CUDA up to ",
+                          cuda_version_str(driver_version), ", this build needs CUDA ",
+                          cuda_version_str(runtime_version), " (", runtime_error, ")");
+  return "no CUDA device: " + runtime_error;
+}
+
 std::string cuda_device_problem(int index) {
   const int n = cuda::device_count();
   if (index >= 0 && index < n) return "";

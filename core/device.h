@@ -28,6 +28,13 @@ std::string cuda_unavailable_reason();
 // "" when cuda:index answers in this process, else why not: "cuda:N is not a device of this
 // process (K CUDA devices)", or with none at all "no CUDA device: <reason>; cuda:N is not ...".
 std::string cuda_device_problem(int index);
+// The "no CUDA device: ..." line for a failed device discovery: runtime_error is the runtime's
+// text, insufficient_driver whether it said the driver is too old, driver_present whether the
+// driver library (libcuda.so.1) loads at all, driver/runtime_version CUDA versions as 13000 (0:
+// unknown). Without a driver the runtime also says "driver version is insufficient": it is told
+// apart here, so that a machine with no NVIDIA driver is not sent to upgrade one.
+std::string cuda_absence_reason(const std::string& runtime_error, bool insufficient_driver,
+                                bool driver_present, int driver_version, int runtime_version);
 // Throws engine::Error "<context>: <problem>" (or just the problem) unless cuda:index answers.
 void check_cuda_device(int index, const std::string& context = "");
 

@@ -29,8 +29,8 @@ BatchUploader::BatchUploader(Device device, int64_t max_batch, int64_t rows, int
     if (device_.is_cpu()) continue;
     s->images = Tensor::empty({max_batch, 1, rows, cols}, DType::F32, device_);
     s->labels = Tensor::empty({max_batch}, DType::I64, device_);
-    s->host_images = static_cast<float*>(cuda::alloc_pinned(s->images.nbytes()));
-    s->host_labels = static_cast<int64_t*>(cuda::alloc_pinned(s->labels.nbytes()));
+    s->host_images = static_cast<float*>(cuda::alloc_pinned(s->images.nbytes(), device_.index));
+    s->host_labels = static_cast<int64_t*>(cuda::alloc_pinned(s->labels.nbytes(), device_.index));
     // The device blocks may have served compute work still queued (the caching allocator).
     s->released = cuda::Event::record(device_.index, cuda::Stream::Compute);
   }
@@ -42,8 +42,8 @@ BatchUploader::~BatchUploader() {
     try {
       // The copy stream may still read the pinned buffers.
       s->uploaded.synchronize();
-      cuda::free_pinned(s->host_images);
-      cuda::free_pinned(s->host_labels);
+      cuda::free_pinned(s->host_images, device_.index);
+      cuda::free_pinned(s->host_labels, device_.index);
     } catch (const std::exception&) {
       // a destructor never throws; at exit the driver may be gone
     }

@@ -26,11 +26,11 @@ double rel_error(const Tensor& got, const Tensor& want) {
 // Runs `body`, which returns the error; any exception is a failure with its message.
 CheckResult run_check(const std::string& group, const std::string& name, double tol,
                       const std::function<double()>& body) {
-  CheckResult r{group, name, false, 0, tol, ""};
+  CheckResult r{group, name, Outcome::Fail, 0, tol, ""};
   try {
     r.error = body();
-    r.passed = r.error <= tol;
-    if (!r.passed) r.detail = "error above tolerance";
+    r.outcome = r.error <= tol ? Outcome::Pass : Outcome::Fail;
+    if (r.outcome == Outcome::Fail) r.detail = "error above tolerance";
   } catch (const std::exception& e) {
     r.error = INFINITY;
     r.detail = e.what();
@@ -61,8 +61,10 @@ class Collector : public ::testing::EmptyTestEventListener {
               : name.find("Model") != std::string::npos ? "model"
                                                         : "op";
     r.name = suite + "." + name;
-    r.passed = !t.result()->Failed();
-    r.detail = t.result()->Skipped() ? "skipped: " + note_ : note_;
+    r.outcome = t.result()->Failed()    ? Outcome::Fail
+                : t.result()->Skipped() ? Outcome::Skip
+                                        : Outcome::Pass;
+    r.detail = note_;
     out_->push_back(r);
   }
 
@@ -85,7 +87,8 @@ std::vector<CheckResult> run_test_cases(Device dev) {
   std::vector<CheckResult> out;
   listeners.Append(new Collector(&out));  // gtest owns it
   if (RUN_ALL_TESTS() != 0 && out.empty())
-    out.push_back({"op", "test cases", false, 0, 0, "GoogleTest could not run the test cases"});
+    out.push_back(
+        {"op", "test cases", Outcome::Fail, 0, 0, "GoogleTest could not run the test cases"});
   return out;
 }
 

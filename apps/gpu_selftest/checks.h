@@ -4,6 +4,7 @@
 // model, against the CPU), and NCCL collectives over a world of one. Each check catches its own
 // errors.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,10 +12,13 @@
 
 namespace engine::selftest {
 
+// Skip: the check could not run here (one GPU where it needs two, no P2P, ...): not a pass.
+enum class Outcome : uint8_t { Pass, Fail, Skip };
+
 struct CheckResult {
-  std::string group;  // "kernel", "op", "model", "nccl"
+  std::string group;  // "kernel", "op", "model", "nccl", "comm"
   std::string name;
-  bool passed = false;
+  Outcome outcome = Outcome::Fail;
   double error = 0;  // max relative error vs the CPU (0 where exact or where a test case decides)
   double tolerance = 0;
   std::string detail;  // why it failed, or a note

@@ -14,8 +14,10 @@
 
 #include "comm/cuda_ipc_ring.h"
 #include "comm/file_store.h"
+#include "comm/ipc_peers.h"
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
+#include "core/cuda_backend.h"
 #include "core/error.h"
 
 namespace engine::selftest {
@@ -75,6 +77,22 @@ std::vector<int> run_children(const std::string& self, const std::string& backen
 
 }  // namespace
 
+Outcome outcome_of(const std::vector<int>& codes, std::string* detail) {
+  bool failed = false, skipped = false;
+  for (size_t k = 0; k < codes.size(); ++k) {
+    if (codes[k] == 0) continue;
+    if (codes[k] == kSkipCode) {
+      skipped = true;
+      *detail += "skipped by rank " + std::to_string(k) + " (reason above); ";
+    } else {
+      failed = true;
+      *detail += "rank " + std::to_string(k) + " exited " + std::to_string(codes[k]) + "; ";
+    }
+  }
+  if (!detail->empty()) detail->resize(detail->size() - 2);
+  return failed ? Outcome::Fail : skipped ? Outcome::Skip : Outcome::Pass;
+}
+
 std::vector<CheckResult> run_multi_rank_checks(Device, const std::string& self) {
   std::vector<CheckResult> out;
   constexpr int kWorld = 2;
@@ -88,15 +106,7 @@ std::vector<CheckResult> run_multi_rank_checks(Device, const std::string& self) 
     std::filesystem::remove_all(dir, ec);
     std::filesystem::create_directories(dir, ec);
     try {
-      const std::vector<int> codes = run_children(self, backend, kWorld, dir.string());
-      r.passed = true;
-      for (int k = 0; k < kWorld; ++k)
-        if (codes[k] == 77) {
-          r.detail = "skipped by rank " + std::to_string(k) + " (reason above)";
-        } else if (codes[k] != 0) {
-          r.passed = false;
-          r.detail += "rank " + std::to_string(k) + " exited " + std::to_string(codes[k]) + "; ";
-        }
+      r.outcome = outcome_of(run_children(self, backend, kWorld, dir.string()), &r.detail);
     } catch (const std::exception& e) {
       r.detail = e.what();
     }
@@ -111,6 +121,7 @@ int run_child(const std::string& backend, int rank, int world, const std::string
     const int devices = cuda_device_count();
     ENGINE_CHECK(devices > 0, cuda_unavailable_reason());
     const Device dev = Device::cuda(rank % devices);
+    cuda::set_home_device(dev.index);
     auto store = std::make_shared<comm::FileStore>(dir, comm::Millis(kTimeoutS * 1000));
     comm::ConnectOptions o;
     o.timeout = comm::Millis(kTimeoutS * 1000);
@@ -118,19 +129,16 @@ int run_child(const std::string& backend, int rank, int world, const std::string
     if (backend == "nccl") {
       if (devices < world) {  // NCCL refuses two ranks on one GPU
         std::fprintf(stderr, "[rank %d] nccl: needs %d GPUs, found %d\n", rank, world, devices);
-        return 77;
+        return kSkipCode;
       }
       comm::NcclOptions no;
       no.timeout = o.timeout;
       c->attach_nccl(std::make_unique<comm::NcclCommunicator>(store, rank, world, dev.index, no));
     } else if (backend == "ring-ipc") {
-      std::string why = comm::CudaIpcRing::unsupported_reason(dev.index);
-      int64_t ok = why.empty() ? 1 : 0;
-      c->all_reduce(&ok, 1, DType::I64, comm::ReduceOp::Min);
-      if (!ok) {
-        std::fprintf(stderr, "[rank %d] ring-ipc: %s\n", rank,
-                     why.empty() ? "the other rank cannot use CUDA IPC" : why.c_str());
-        return 77;
+      const std::string why = comm::ipc_ring_problem(*c, dev.index);
+      if (!why.empty()) {
+        std::fprintf(stderr, "[rank %d] ring-ipc: %s\n", rank, why.c_str());
+        return kSkipCode;
       }
       comm::IpcRingOptions io;
       io.timeout = o.timeout;

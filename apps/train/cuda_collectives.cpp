@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "comm/cuda_ipc_ring.h"
+#include "comm/ipc_peers.h"
 #include "comm/nccl_communicator.h"
 #include "core/error.h"
 
@@ -13,16 +14,11 @@ namespace engine::apps {
 // How this rank's collectives move CUDA tensors (--backend, --cuda-ring); "" on the CPU. Every
 // rank calls it: the ranks agree on the device kind and on whether CUDA IPC can be used.
 std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& comm, Device dev) {
-  std::string why_not_ipc = "";
-  if (dev.is_cuda())
-    why_not_ipc = comm.local_size() == comm.size()
-                      ? comm::CudaIpcRing::unsupported_reason(dev.index)
-                      : "the ranks span more than one host";
-  // One MIN over [on cuda, IPC usable, -on cuda]: the last is minus the MAX of "on cuda".
+  // One MIN over [on cuda, -on cuda]: the second is minus the MAX of "on cuda".
   const int64_t on_cuda = dev.is_cuda() ? 1 : 0;
-  int64_t mins[3] = {on_cuda, why_not_ipc.empty() ? 1 : 0, -on_cuda};
-  comm.all_reduce(mins, 3, DType::I64, comm::ReduceOp::Min);
-  ENGINE_CHECK(mins[0] == -mins[2], "rank ", comm.rank(), " trains on ", dev.str(),
+  int64_t mins[2] = {on_cuda, -on_cuda};
+  comm.all_reduce(mins, 2, DType::I64, comm::ReduceOp::Min);
+  ENGINE_CHECK(mins[0] == -mins[1], "rank ", comm.rank(), " trains on ", dev.str(),
                " but other ranks train on ", dev.is_cuda() ? "the cpu" : "a GPU",
                ": every rank needs a GPU (or pass --device cpu)");
   if (dev.is_cpu()) {
@@ -44,7 +40,10 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
     return "nccl";
   }
   if (c.cuda_ring == "staged") return "staged";
-  if (mins[1] == 0 && why_not_ipc.empty()) why_not_ipc = "another rank cannot use CUDA IPC";
+  // Every rank takes the same branch: local_size() == size() is the same on every rank.
+  const std::string why_not_ipc = comm.local_size() == comm.size()
+                                      ? comm::ipc_ring_problem(comm, dev.index)
+                                      : "the ranks span more than one host";
   if (!why_not_ipc.empty()) {
     ENGINE_CHECK(c.cuda_ring != "ipc", "--cuda-ring ipc on rank ", comm.rank(), ": ", why_not_ipc);
     return "staged (" + why_not_ipc + ")";

@@ -10,10 +10,12 @@
 
 #include "apps/threads.h"
 #include "apps/train/cuda_collectives.h"
+#include "apps/train/device_choice.h"
 #include "apps/train/profile.h"
 #include "apps/train/resume_check.h"
 #include "comm/rendezvous.h"
 #include "comm/slurm_env.h"
+#include "core/cuda_backend.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
@@ -23,20 +25,6 @@ namespace engine::apps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// --device: rank r of a job trains on cuda:LOCAL_RANK; auto falls back to cpu with a notice.
-Device pick_device(const TrainConfig& c, int local_rank, int rank) {
-  if (c.device == "cpu") return Device::cpu();
-  const int n = cuda_device_count();
-  if (n == 0) {
-    ENGINE_CHECK(c.device != "cuda", "--device cuda: ", cuda_unavailable_reason());
-    if (rank == 0) std::printf("%s: training on cpu\n", cuda_unavailable_reason().c_str());
-    return Device::cpu();
-  }
-  ENGINE_CHECK(local_rank < n, "rank ", rank, " is local rank ", local_rank, " but this host has ",
-               n, " CUDA device(s)");
-  return Device::cuda(local_rank);
-}
 
 // --mode dp: the devices one process drives; the first holds the model.
 std::vector<Device> dp_devices(const TrainConfig& c) {
@@ -164,8 +152,18 @@ void Trainer::build() {
   dropout_gen_ = Generator(static_cast<uint64_t>(c_.seed) * 1000003u + 1u + rank_);
   model_ = nn::make_model(c_.model, model_options_, init_gen_, dropout_gen_);
   if (c_.mode == "dp") dp_devices_ = dp_devices(c_);
-  device_ = c_.mode == "dp" ? dp_devices_.front()
-                            : pick_device(c_, comm_ ? comm_->local_rank() : 0, rank_);
+  if (c_.mode == "dp") {
+    device_ = dp_devices_.front();
+  } else {
+    const DeviceChoice d =
+        pick_device(c_.device, cuda_device_count(), cuda_unavailable_reason(),
+                    comm_ ? comm_->local_rank() : 0, comm_ ? comm_->local_size() : 1, rank_);
+    if (rank_ == 0 && !d.notice.empty()) std::printf("%s\n", d.notice.c_str());
+    device_ = d.device;
+  }
+  // This thread and the communicator's work on the rank's device from now on (no context on
+  // any other GPU).
+  if (device_.is_cuda()) cuda::set_home_device(device_.index);
   model_->to(device_);
   if (!c_.init_from.empty()) nn::load_state_dict(c_.init_from, *model_);
   opt_ = make_optimizer(c_, *model_);
@@ -229,7 +227,8 @@ void Trainer::distribute() {
       world_, comm_->transport_kind().c_str(), c_.sync.c_str(), c_.sharding.c_str(),
       static_cast<long long>(batch_), threads_);
   if (!cuda_path.empty())
-    std::printf("CUDA tensors: %s, rank r on cuda:LOCAL_RANK\n", cuda_path.c_str());
+    std::printf("CUDA tensors: %s, rank r on cuda:LOCAL_RANK (cuda:0 where a rank sees one GPU)\n",
+                cuda_path.c_str());
 }
 
 void Trainer::finish() {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -181,14 +182,17 @@ CudaIpcRing::Impl::~Impl() {
                  rank);
     return;
   }
-  int prev_device = -1;
-  const bool switched = cudaGetDevice(&prev_device) == cudaSuccess && prev_device != device &&
-                        cudaSetDevice(device) == cudaSuccess;
+  // The guard, not a bare cudaSetDevice: on a thread without a device it must not restore GPU 0.
+  std::unique_ptr<cuda::DeviceGuard> guard;
+  try {
+    guard = std::make_unique<cuda::DeviceGuard>(device);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine: ipc_ring of rank %d: %s\n", rank, e.what());
+  }
   release_peers();
   if (own) log_failure(cudaFree(own), "cudaFree", rank);
   if (ctl) log_failure(cudaFreeHost(ctl), "cudaFreeHost", rank);
   if (done) log_failure(cudaEventDestroy(done), "cudaEventDestroy", rank);
-  if (switched) log_failure(cudaSetDevice(prev_device), "cudaSetDevice", rank);
 }
 
 void CudaIpcRing::Impl::release_peers() {
@@ -593,15 +597,7 @@ std::string CudaIpcRing::unsupported_reason(int device) {
   if (e != cudaSuccess) return failed(e, "cudaDeviceGetAttribute");
   if (!uva) return detail::concat("cuda:", device, " has no unified addressing");
   if (!map_host) return detail::concat("cuda:", device, " cannot map host memory");
-  for (int d = 0; d < n; ++d) {
-    if (d == device) continue;
-    int can = 0;
-    e = cudaDeviceCanAccessPeer(&can, device, d);
-    if (e != cudaSuccess) return failed(e, "cudaDeviceCanAccessPeer");
-    if (!can)
-      return detail::concat("cuda:", device, " cannot access cuda:", d,
-                            " as a peer (no P2P between them)");
-  }
+  // P2P is asked of the two ring neighbours' GPUs only (comm/ipc_peers.h), not of every GPU.
   // Whether this platform exports device memory at all (not under WSL, for one).
   std::string why;
   try {

@@ -9,8 +9,12 @@ namespace engine::cuda {
 // Clears the runtime's last-error slot first, so a non-sticky error is not reported twice.
 [[noreturn]] void fail(cudaError_t err, const char* expr, const char* file, int line);
 
-// Makes `device` current until the end of the scope, then restores the previous device.
-// The destructor never throws: a failed restore is logged to stderr.
+// Makes `device` current until the end of the scope, then restores the previous device. On a
+// thread that no engine code has given a device yet, the runtime's "current device" is only its
+// default (0), not a choice: restoring it would create a context on GPU 0 in a process that may
+// never use it. There the guard keeps `device` current for good instead (the thread's device is
+// set once, to the first device it works on: the rank's). The destructor never throws: a failed
+// restore is logged to stderr.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);

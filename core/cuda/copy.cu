@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "core/cuda/check.cuh"
+#include "core/cuda/h2d_staging.cuh"
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
 
@@ -9,8 +10,8 @@ namespace engine::cuda {
 
 // Every copy touching a device is queued on that device's compute stream, so it is ordered with
 // the kernels before and after it without any host wait, except where the host needs the bytes:
-//   host -> device: cudaMemcpyAsync from pageable memory returns once the source has been taken
-//     (staged by the driver), so the caller may reuse it at once;
+//   host -> device: staged through the device's pinned ring (core/cuda/h2d_staging.cuh), so the
+//     caller may free or reuse the source at once, and nothing waits for queued compute;
 //   device -> host: waits for the compute stream (the host is about to read dst);
 //   device -> same device: queued, no wait;
 //   device -> other device: the destination's compute stream waits for the source's (an event),
@@ -21,9 +22,7 @@ void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nby
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
     std::memcpy(dst, src, nbytes);
   } else if (src_dev.is_cpu()) {
-    DeviceGuard guard(dst_dev.index);
-    CUDA_CHECK(
-        cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, compute_stream(dst_dev.index)));
+    upload_pageable(dst, src, nbytes, dst_dev.index);
   } else if (dst_dev.is_cpu()) {
     DeviceGuard guard(src_dev.index);
     cudaStream_t s = compute_stream(src_dev.index);

@@ -26,14 +26,17 @@ cudaEvent_t as_event(void* e) {
 
 }  // namespace
 
-void* alloc_pinned(size_t nbytes) {
+void* alloc_pinned(size_t nbytes, int device) {
+  DeviceGuard guard(device);
   void* p = nullptr;
   CUDA_CHECK(cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocPortable));
   return p;
 }
 
-void free_pinned(void* p) {
-  if (p) CUDA_CHECK(cudaFreeHost(p));
+void free_pinned(void* p, int device) {
+  if (!p) return;
+  DeviceGuard guard(device);
+  CUDA_CHECK(cudaFreeHost(p));
 }
 
 void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes,
@@ -86,8 +89,11 @@ void Event::block(Stream s) const {
   CUDA_CHECK(cudaStreamWaitEvent(stream_of(device_, s), as_event(ev_), 0));
 }
 
+// done() and synchronize() run on threads that may have no device yet (the NCCL watchdog): the
+// guard makes the event's device current instead of letting the runtime pick GPU 0.
 bool Event::done() const {
   if (!ev_) return true;
+  DeviceGuard guard(device_);
   const cudaError_t e = cudaEventQuery(as_event(ev_));
   if (e == cudaErrorNotReady) return false;
   CUDA_CHECK(e);
@@ -95,7 +101,9 @@ bool Event::done() const {
 }
 
 void Event::synchronize() const {
-  if (ev_) CUDA_CHECK(cudaEventSynchronize(as_event(ev_)));
+  if (!ev_) return;
+  DeviceGuard guard(device_);
+  CUDA_CHECK(cudaEventSynchronize(as_event(ev_)));
 }
 
 void comm_after(int device, const Event* ready) {

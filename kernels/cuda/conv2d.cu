@@ -232,8 +232,8 @@ void conv2d_backward_filter(int device, const float* x, const float* dy, float* 
   check(s, "cuda::conv2d_backward_filter");
   ::engine::cuda::DeviceGuard guard(device);
   if (db) conv2d_backward_bias(device, dy, db, s, beta);
-  if (s.n == 0) {  // no samples: dw = beta * dw
-    if (beta != 1.f) scale(device, dw, s.w_count(), beta);
+  if (s.n == 0) {  // no samples: dw = beta * dw, zeros when beta is 0 (as the CPU)
+    detail::scale_or_zero(device, dw, s.w_count(), beta);
     return;
   }
   cudnnHandle_t h = cudnn_handle(device);

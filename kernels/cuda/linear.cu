@@ -66,8 +66,9 @@ void linear_backward_weight(int device, const float* dy, const float* x, float* 
                             const LinearShape& s, float beta) {
   check(s, "cuda::linear_backward_weight");
   ::engine::cuda::DeviceGuard guard(device);
+  // No samples: dw = beta * dw, zeros when beta is 0 (as the CPU), not left to cuBLAS with k = 0.
+  if (s.n == 0) return detail::scale_or_zero(device, dw, s.out * s.in, beta);
   const float alpha = 1.f;
-  // k = N = 0 is fine for cuBLAS: dw = beta * dw.
   CUBLAS_CHECK(cublasSgemm(cublas_handle(device), CUBLAS_OP_N, CUBLAS_OP_T, i32(s.in), i32(s.out),
                            i32(s.n), &alpha, x, i32(s.in), dy, i32(s.out), &beta, dw, i32(s.in)));
 }

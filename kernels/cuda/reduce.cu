@@ -81,6 +81,15 @@ void scale(int device, float* dst, int64_t count, float s) {
 
 namespace detail {
 
+void scale_or_zero(int device, float* dst, int64_t count, float beta) {
+  ENGINE_CHECK(count >= 0, "cuda::scale_or_zero: negative count ", count);
+  if (count == 0 || beta == 1.f) return;
+  if (beta != 0.f) return scale(device, dst, count, beta);
+  ::engine::cuda::DeviceGuard guard(device);
+  CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(count) * sizeof(float),
+                             ::engine::cuda::compute_stream(device)));
+}
+
 void channel_sum(int device, const float* x, float* out, int64_t n, int64_t c, int64_t hw,
                  float beta) {
   ENGINE_CHECK(n >= 0 && c > 0 && hw > 0 && c <= INT32_MAX, "cuda::channel_sum: bad shape (", n,

@@ -338,5 +338,27 @@ TEST_F(CudaKernels, BiasGradientsAreDeterministic) {
   EXPECT_EQ(a.to_vector(), b.to_vector());
 }
 
+// Issue 14, finding 4: with an empty batch and beta 0 the weight gradients are zeros, as on the
+// CPU, even where the block held NaN (a fresh block from the caching allocator may); beta 0.5
+// halves them.
+TEST_F(CudaKernels, EmptyBatchWeightGradientsAreZerosNotNaN) {
+  const float nan = std::nanf("");
+  const Conv2dShape cs{0, 2, 5, 5, 3, 3, 3, 1, 1};
+  const LinearShape ls{0, 4, 3};
+  Tensor x = dempty(1), dy = dempty(1);
+  Tensor cdw = up(std::vector<float>(cs.w_count(), nan)), cdb = up({nan, nan, nan});
+  kg::conv2d_backward_filter(kDev, p(x), p(dy), p(cdw), p(cdb), cs, 0.f);
+  EXPECT_EQ(cdw.to_vector(), std::vector<float>(cs.w_count(), 0.f));
+  EXPECT_EQ(cdb.to_vector(), std::vector<float>(3, 0.f));
+  Tensor ldw = up(std::vector<float>(ls.out * ls.in, nan)), ldb = up({nan, nan, nan});
+  kg::linear_backward_weight(kDev, p(dy), p(x), p(ldw), ls, 0.f);
+  kg::linear_backward_bias(kDev, p(dy), p(ldb), ls, 0.f);
+  EXPECT_EQ(ldw.to_vector(), std::vector<float>(ls.out * ls.in, 0.f));
+  EXPECT_EQ(ldb.to_vector(), std::vector<float>(3, 0.f));
+  Tensor half = up(std::vector<float>(cs.w_count(), 2.f));
+  kg::conv2d_backward_filter(kDev, p(x), p(dy), p(half), nullptr, cs, 0.5f);
+  EXPECT_EQ(half.to_vector(), std::vector<float>(cs.w_count(), 1.f));
+}
+
 }  // namespace
 }  // namespace engine::kernels
