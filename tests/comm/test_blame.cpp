@@ -1,0 +1,147 @@
+// tests/comm/test_blame.cpp: when a rank stops, every other rank's message names it and says why
+// (comm/blame.h), whichever neighbour each survivor happened to wait on: each rank of 3 and 4
+// frozen in turn with SIGSTOP, over TCP and shared memory; a killed rank; a rank that stops calling
+// collectives; and three hosts in network namespaces, each cut off in turn by nftables drop rules
+// (no FIN, no RST). Timeouts of 2.5 s keep each case to a few seconds.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <atomic>
+
+#include "comm/blame.h"
+#include "tests/comm/blame_job.h"
+#include "tests/comm/comm_test_util.h"
+#include "tests/common/run.h"
+
+namespace engine::comm {
+namespace {
+
+using testing::BlameJob;
+using testing::JobOptions;
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Every rank but `culprit` failed with a message that blames `culprit` as `how` ("is frozen") and
+// blames no other rank.
+void expect_blamed(const BlameJob& job, int world, int culprit, const std::string& how) {
+  for (int r = 0; r < world; ++r) {
+    if (r == culprit) continue;
+    const std::string msg = job.error(r);
+    EXPECT_TRUE(has(msg, "rank " + std::to_string(culprit) + " " + how))
+        << "rank " << r << " said: " << msg;
+    EXPECT_FALSE(has(msg, "waiting for rank")) << "rank " << r << " said: " << msg;
+    for (int j = 0; j < world; ++j) {
+      if (j == culprit) continue;
+      EXPECT_FALSE(has(msg, "rank " + std::to_string(j) + " is "))
+          << "rank " << r << " blamed rank " << j << ": " << msg;
+    }
+  }
+}
+
+// The longest a survivor may take to report: the timeout, a health check, and slack for 2 cores.
+constexpr Millis kReport{12000};
+
+struct FreezeCase {
+  TransportKind transport;
+  int world, victim;
+};
+
+class Freeze : public ::testing::TestWithParam<FreezeCase> {};
+
+TEST_P(Freeze, EverySurvivorNamesTheStoppedRank) {
+  const auto [kind, W, victim] = GetParam();
+  JobOptions o;
+  o.world = W;
+  o.transport = kind;
+  o.port = testing::free_port();
+  BlameJob job(o);
+  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
+  ASSERT_EQ(kill(job.pid(victim), SIGSTOP), 0);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(job.wait_errors(victim, kReport)) << "survivors did not report in time";
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  expect_blamed(job, W, victim, "is frozen");
+  printf("rank %d frozen: survivors reported after %.2f s; rank %d said: %s\n", victim, s,
+         (victim + 1) % W, job.error((victim + 1) % W).c_str());
+}
+
+std::vector<FreezeCase> freeze_cases() {
+  std::vector<FreezeCase> out;
+  for (TransportKind k : {TransportKind::Tcp, TransportKind::Shm})
+    for (int w : {3, 4})
+      for (int v = 0; v < w; ++v) out.push_back({k, w, v});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Freeze, ::testing::ValuesIn(freeze_cases()), [](const auto& p) {
+  return std::string(transport_kind_name(p.param.transport)) + "_W" +
+         std::to_string(p.param.world) + "_stop" + std::to_string(p.param.victim);
+});
+
+class Killed : public ::testing::TestWithParam<TransportKind> {};
+
+TEST_P(Killed, EverySurvivorSaysTheProcessIsGone) {
+  JobOptions o;
+  o.transport = GetParam();
+  o.port = testing::free_port();
+  BlameJob job(o);
+  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
+  ASSERT_EQ(kill(job.pid(1), SIGKILL), 0);
+  ASSERT_TRUE(job.wait_errors(1, kReport)) << "survivors did not report in time";
+  expect_blamed(job, 3, 1, "is gone");
+  printf("rank 1 killed: rank 2 said: %s\n", job.error(2).c_str());
+}
+
+TEST_P(Killed, ARankThatStopsCallingCollectivesIsAliveButNotProgressing) {
+  JobOptions o;
+  o.transport = GetParam();
+  o.port = testing::free_port();
+  BlameJob job(o);
+  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
+  job.hang(2);
+  ASSERT_TRUE(job.wait_errors(2, kReport)) << "survivors did not report in time";
+  expect_blamed(job, 3, 2, "is alive but not progressing");
+  printf("rank 2 hangs: rank 0 said: %s\n", job.error(0).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Killed,
+                         ::testing::Values(TransportKind::Tcp, TransportKind::Shm),
+                         [](const auto& p) { return std::string(transport_kind_name(p.param)); });
+
+// The health endpoint itself: counters answered, a closed port is refused, a listener that never
+// accepts is silent, and a stranger's nonce gets no answer.
+TEST(HealthEndpoint, ClassifiesAnswersRefusalsAndSilence) {
+  auto progress = std::make_shared<Progress>();
+  progress->started = 7;
+  progress->completed = 6;
+  HealthServer server(1, "127.0.0.1", progress);
+  server.set_nonce(42);
+  Socket deaf = listen_tcp("127.0.0.1", 0, "test");  // the kernel accepts, nobody answers
+  int closed_port = 0;
+  {
+    Socket s = listen_tcp("127.0.0.1", 0, "test");
+    closed_port = s.local_port();
+  }
+  std::vector<HealthAddress> peers(4);
+  peers[1] = self_health_address("127.0.0.1", server.port());
+  peers[2].host = peers[3].host = "127.0.0.1";
+  peers[2].port = deaf.local_port();
+  peers[3].port = closed_port;
+  auto p = probe_all(peers, 0, 42, Deadline::after(Millis(500)));
+  EXPECT_EQ(p[1].result, ProbeResult::Answered) << p[1].detail;
+  EXPECT_EQ(p[1].reply.rank, 1);
+  EXPECT_EQ(p[1].reply.started, 7u);
+  EXPECT_EQ(p[1].reply.completed, 6u);
+  EXPECT_EQ(p[2].result, ProbeResult::Silent) << p[2].detail;
+  EXPECT_EQ(p[3].result, ProbeResult::Refused) << p[3].detail;
+  EXPECT_EQ(local_process_state(peers[1]), ProcState::Running);
+  auto stranger = probe_all(peers, 0, 43, Deadline::after(Millis(300)));
+  EXPECT_NE(stranger[1].result, ProbeResult::Answered);
+  tell_all(peers, {1}, 2, 42, "rank 3 is frozen (test)", Deadline::after(Millis(500)));
+  EXPECT_EQ(server.verdict(), std::make_pair(std::string("rank 3 is frozen (test)"), 2));
+}
+
+}  // namespace
+}  // namespace engine::comm
