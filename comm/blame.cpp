@@ -52,7 +52,8 @@ std::string Blamer::told() const {
   return text + " (found by " + rank_str(from) + ")";
 }
 
-std::string Blamer::judge(const std::vector<Probe>& probes) const {
+std::string Blamer::judge(const std::vector<Probe>& probes,
+                          const std::vector<ProcState>& procs) const {
   const int world = static_cast<int>(peers_.size());
   // The collective the live ranks have got to: the furthest any of them started.
   uint64_t front = server_->progress()->started.load();
@@ -65,7 +66,7 @@ std::string Blamer::judge(const std::vector<Probe>& probes) const {
     if (r == rank_) continue;
     const Probe& p = probes[r];
     if (p.result != ProbeResult::Answered) {
-      const ProcState local = local_process_state(peers_[r]);
+      const ProcState local = procs[r];
       if (p.result == ProbeResult::Unreachable && local != ProcState::Gone &&
           local != ProcState::Stopped)
         ++unreachable;
@@ -93,9 +94,12 @@ std::string Blamer::verdict() {
   if (done_) return verdict_;
   done_ = true;
   if (std::string t = told(); !t.empty()) return verdict_ = t;
+  // /proc before the checks: a peer that exits during them (it gave up too) was not gone before.
+  std::vector<ProcState> procs(peers_.size());
+  for (size_t r = 0; r < peers_.size(); ++r) procs[r] = local_process_state(peers_[r]);
   const auto probes = probe_all(peers_, rank_, nonce_, Deadline::after(probe_));
   if (std::string t = told(); !t.empty()) return verdict_ = t;
-  verdict_ = judge(probes);
+  verdict_ = judge(probes, procs);
   std::vector<int> live;
   for (int r = 0; r < static_cast<int>(probes.size()); ++r)
     if (r != rank_ && probes[r].result == ProbeResult::Answered) live.push_back(r);

@@ -34,7 +34,7 @@ class Blamer {
   std::string verdict();
 
  private:
-  std::string judge(const std::vector<Probe>& probes) const;
+  std::string judge(const std::vector<Probe>& probes, const std::vector<ProcState>& procs) const;
   std::string told() const;
 
   int rank_;

@@ -11,6 +11,7 @@
 #include "comm/blame.h"
 #include "tests/comm/blame_job.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/comm/netns_hosts.h"
 #include "tests/common/run.h"
 
 namespace engine::comm {
@@ -109,6 +110,37 @@ TEST_P(Killed, ARankThatStopsCallingCollectivesIsAliveButNotProgressing) {
 INSTANTIATE_TEST_SUITE_P(Transports, Killed,
                          ::testing::Values(TransportKind::Tcp, TransportKind::Shm),
                          [](const auto& p) { return std::string(transport_kind_name(p.param)); });
+
+// Three hosts in network namespaces over TCP; host `victim` is cut off silently. Every survivor
+// names it unreachable.
+class CutOff : public ::testing::TestWithParam<int> {};
+
+TEST_P(CutOff, EverySurvivorNamesTheCutOffRankUnreachable) {
+  const int W = 3, victim = GetParam();
+  testing::NetnsHosts net(W);
+  if (!net.ok()) GTEST_SKIP() << "no network namespaces: " << net.why_not();
+  JobOptions o;
+  o.world = W;
+  o.transport = TransportKind::Tcp;
+  o.store_host = net.addr(0);
+  o.port = 29500;  // inside fresh namespaces every port is free
+  o.setup = [&](int r) {
+    ENGINE_CHECK(net.enter(r), "cannot enter network namespace ", net.host(r));
+    setenv("ENGINE_COMM_HOST_ID", ("host" + std::to_string(r)).c_str(), 1);
+  };
+  BlameJob job(o);
+  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
+  ASSERT_TRUE(net.cut(victim)) << net.why_not();
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(job.wait_errors(victim, kReport)) << "survivors did not report in time";
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  expect_blamed(job, W, victim, "is unreachable");
+  for (int r = 0; r < W; ++r)
+    printf("host %d cut off, after %.2f s rank %d said: %s\n", victim, s, r, job.error(r).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, CutOff, ::testing::Values(0, 1, 2),
+                         [](const auto& p) { return "cut" + std::to_string(p.param); });
 
 // The health endpoint itself: counters answered, a closed port is refused, a listener that never
 // accepts is silent, and a stranger's nonce gets no answer.
