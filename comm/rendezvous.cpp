@@ -323,9 +323,10 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
   const std::vector<RankInfo> info = gather_ranks(*store, pre, rank, world, me, o, dl);
   const Links links = plan_links(info, rank, o.transport);
   auto transport = std::make_shared<Transport>(rank, world, transport_name(links, world));
+  // Before the links, whose set-up is the ranks' last meeting: rank 0's store may go after it.
+  if (health) attach_blamer(*transport, *store, pre, health, info[0].nonce, o.timeout, dl);
   auto socks = wire_tcp(*transport, info, links, listener, dl);
   if (links.use_shm) wire_shm(*transport, *store, pre, links, info[0].nonce, socks, dl);
-  if (health) attach_blamer(*transport, *store, pre, health, info[0].nonce, o.timeout, dl);
   set_default_spin(*transport, static_cast<int>(links.local.size()), links.use_shm);
 
   CommOptions copts;

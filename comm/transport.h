@@ -93,7 +93,7 @@ class Transport {
   RequestPtr irecv_reduce(int peer, Lane s, const FrameHeader& expect, void* dst, DType dt,
                           ReduceOp op);
   // Drives progress until r completes; throws engine::Error (peer gone, mismatch, abort) or
-  // engine::TimeoutError naming the peer waited for.
+  // engine::TimeoutError naming who stopped (set_blame), else the peer waited for.
   void wait(const RequestPtr& r, Deadline deadline);
   bool test(const RequestPtr& r);
 

@@ -4,15 +4,13 @@
 // collectives; and three hosts in network namespaces, each cut off in turn by nftables drop rules
 // (no FIN, no RST). Timeouts of 2.5 s keep each case to a few seconds.
 #include <gtest/gtest.h>
-#include <sched.h>
 
-#include <atomic>
+#include <functional>
 
 #include "comm/blame.h"
 #include "tests/comm/blame_job.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/netns_hosts.h"
-#include "tests/common/run.h"
 
 namespace engine::comm {
 namespace {
@@ -44,6 +42,29 @@ void expect_blamed(const BlameJob& job, int world, int culprit, const std::strin
 // The longest a survivor may take to report: the timeout, a health check, and slack for 2 cores.
 constexpr Millis kReport{12000};
 
+// Starts the job, does `fault` to rank `victim` once every rank is in its loop of collectives, and
+// checks that every survivor blames `victim` as `how`. Prints what each survivor said.
+void expect_fault_blamed(const JobOptions& o, int victim,
+                         const std::function<bool(BlameJob&)>& fault, const std::string& how) {
+  BlameJob job(o);
+  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
+  ASSERT_TRUE(fault(job)) << "could not stop rank " << victim;
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(job.wait_errors(victim, kReport)) << "survivors did not report in time";
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  expect_blamed(job, o.world, victim, how);
+  for (int r = 0; r < o.world; ++r)
+    if (r != victim) printf("after %.2f s rank %d said: %s\n", s, r, job.error(r).c_str());
+}
+
+JobOptions local_job(TransportKind kind, int world) {
+  JobOptions o;
+  o.world = world;
+  o.transport = kind;
+  o.port = testing::free_port();
+  return o;
+}
+
 struct FreezeCase {
   TransportKind transport;
   int world, victim;
@@ -53,19 +74,9 @@ class Freeze : public ::testing::TestWithParam<FreezeCase> {};
 
 TEST_P(Freeze, EverySurvivorNamesTheStoppedRank) {
   const auto [kind, W, victim] = GetParam();
-  JobOptions o;
-  o.world = W;
-  o.transport = kind;
-  o.port = testing::free_port();
-  BlameJob job(o);
-  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
-  ASSERT_EQ(kill(job.pid(victim), SIGSTOP), 0);
-  const auto t0 = Clock::now();
-  ASSERT_TRUE(job.wait_errors(victim, kReport)) << "survivors did not report in time";
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  expect_blamed(job, W, victim, "is frozen");
-  printf("rank %d frozen: survivors reported after %.2f s; rank %d said: %s\n", victim, s,
-         (victim + 1) % W, job.error((victim + 1) % W).c_str());
+  expect_fault_blamed(
+      local_job(kind, W), victim,
+      [v = victim](BlameJob& job) { return kill(job.pid(v), SIGSTOP) == 0; }, "is frozen");
 }
 
 std::vector<FreezeCase> freeze_cases() {
@@ -81,33 +92,25 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Freeze, ::testing::ValuesIn(freeze_cases()), [](
          std::to_string(p.param.world) + "_stop" + std::to_string(p.param.victim);
 });
 
-class Killed : public ::testing::TestWithParam<TransportKind> {};
+class Stopped : public ::testing::TestWithParam<TransportKind> {};
 
-TEST_P(Killed, EverySurvivorSaysTheProcessIsGone) {
-  JobOptions o;
-  o.transport = GetParam();
-  o.port = testing::free_port();
-  BlameJob job(o);
-  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
-  ASSERT_EQ(kill(job.pid(1), SIGKILL), 0);
-  ASSERT_TRUE(job.wait_errors(1, kReport)) << "survivors did not report in time";
-  expect_blamed(job, 3, 1, "is gone");
-  printf("rank 1 killed: rank 2 said: %s\n", job.error(2).c_str());
+TEST_P(Stopped, AKilledRankIsGone) {
+  expect_fault_blamed(
+      local_job(GetParam(), 3), 1, [](BlameJob& job) { return kill(job.pid(1), SIGKILL) == 0; },
+      "is gone");
 }
 
-TEST_P(Killed, ARankThatStopsCallingCollectivesIsAliveButNotProgressing) {
-  JobOptions o;
-  o.transport = GetParam();
-  o.port = testing::free_port();
-  BlameJob job(o);
-  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
-  job.hang(2);
-  ASSERT_TRUE(job.wait_errors(2, kReport)) << "survivors did not report in time";
-  expect_blamed(job, 3, 2, "is alive but not progressing");
-  printf("rank 2 hangs: rank 0 said: %s\n", job.error(0).c_str());
+TEST_P(Stopped, ARankThatStopsCallingCollectivesIsAliveButNotProgressing) {
+  expect_fault_blamed(
+      local_job(GetParam(), 3), 2,
+      [](BlameJob& job) {
+        job.hang(2);
+        return true;
+      },
+      "is alive but not progressing");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Killed,
+INSTANTIATE_TEST_SUITE_P(Transports, Stopped,
                          ::testing::Values(TransportKind::Tcp, TransportKind::Shm),
                          [](const auto& p) { return std::string(transport_kind_name(p.param)); });
 
@@ -128,15 +131,8 @@ TEST_P(CutOff, EverySurvivorNamesTheCutOffRankUnreachable) {
     ENGINE_CHECK(net.enter(r), "cannot enter network namespace ", net.host(r));
     setenv("ENGINE_COMM_HOST_ID", ("host" + std::to_string(r)).c_str(), 1);
   };
-  BlameJob job(o);
-  ASSERT_TRUE(job.wait_ready(Millis(15000))) << "the job did not start";
-  ASSERT_TRUE(net.cut(victim)) << net.why_not();
-  const auto t0 = Clock::now();
-  ASSERT_TRUE(job.wait_errors(victim, kReport)) << "survivors did not report in time";
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  expect_blamed(job, W, victim, "is unreachable");
-  for (int r = 0; r < W; ++r)
-    printf("host %d cut off, after %.2f s rank %d said: %s\n", victim, s, r, job.error(r).c_str());
+  expect_fault_blamed(
+      o, victim, [&](BlameJob&) { return net.cut(victim); }, "is unreachable");
 }
 
 INSTANTIATE_TEST_SUITE_P(Hosts, CutOff, ::testing::Values(0, 1, 2),
