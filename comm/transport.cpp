@@ -437,9 +437,7 @@ void Transport::fail_channel(int peer, const ChannelError& e, const Request& dur
   // Who stopped, from every rank's health endpoint: the peer whose channel broke may only have
   // given up on a rank that stopped earlier.
   const std::string verdict = blame_ ? blame_() : "";
-  const bool same =
-      verdict.rfind(who(peer) + " is gone", 0) == 0 && verdict.find("; ") == std::string::npos;
-  if (verdict.empty() || same) fail(who(rank_) + ": " + seen + during_fp + ")", false, "");
+  if (verdict.empty()) fail(who(rank_) + ": " + seen + during_fp + ")", false, "");
   fail(who(rank_) + ": " + verdict + during_fp + "; " + who(rank_) + " saw: " + seen + ")", false,
        "");
 }
