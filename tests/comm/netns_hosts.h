@@ -3,13 +3,19 @@
 // Addresses exist only inside the namespaces; there is no route out. cut(i) makes the switch drop
 // every frame to and from host i (an nftables bridge rule): a silent cut, no FIN, no RST. Names are
 // unique per test run (pid and a counter); the destructor deletes every namespace it made, which
-// takes the veths, the bridge and the rules with it.
+// takes the veths, the bridge and the rules with it, and a new run deletes those of runs whose
+// process is gone.
 #pragma once
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,7 +27,7 @@ class NetnsHosts {
  public:
   explicit NetnsHosts(int hosts) {
     static std::atomic<int> counter{0};
-    tag_ = "eng" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    tag_ = kPrefix + std::to_string(getpid()) + "_" + std::to_string(counter++);
     if (geteuid() != 0) {
       why_ = "needs root to make network namespaces";
       return;
@@ -30,6 +36,7 @@ class NetnsHosts {
       why_ = "needs iproute2 (ip) and nftables (nft)";
       return;
     }
+    remove_stale();
     if (!sh("ip netns add " + sw())) return;
     made_.push_back(sw());
     if (!sh("ip -n " + sw() + " link add br0 type bridge && ip -n " + sw() + " link set br0 up"))
@@ -69,6 +76,20 @@ class NetnsHosts {
   }
 
  private:
+  static constexpr const char* kPrefix = "engblame";
+
+  // Namespaces that a test process which no longer runs left behind (it crashed or was killed).
+  static void remove_stale() {
+    auto list = engine::testing::run("ip netns list");
+    std::istringstream is(list.output);
+    for (std::string name, rest; is >> name && std::getline(is, rest);) {
+      if (name.rfind(kPrefix, 0) != 0) continue;
+      const pid_t owner = std::atoi(name.c_str() + std::strlen(kPrefix));
+      if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH)
+        engine::testing::run("ip netns del " + name);
+    }
+  }
+
   std::string sw() const { return tag_ + "_sw"; }
 
   bool add_host(int i) {
