@@ -52,7 +52,8 @@ class Blamer {
 Millis probe_timeout(Millis timeout);
 
 // Rendezvous steps (comm/rendezvous.cpp). Before the ranks gather: starts this rank's health
-// endpoint and publishes its address under `prefix`health/<rank>.
+// endpoint on `bind` (the data port's address; "0.0.0.0" = every interface) and publishes it as
+// addr:port under `prefix`health/<rank>.
 std::shared_ptr<HealthServer> publish_health(Store& store, const std::string& prefix, int rank,
                                              const std::string& addr, const std::string& bind);
 // Once the transport exists: reads every rank's health address and gives the transport a Blamer

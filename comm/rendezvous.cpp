@@ -319,7 +319,9 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
 
   Socket listener;
   const RankInfo me = publish(*store, pre, rank, world, o, &listener);
-  auto health = world > 1 ? publish_health(*store, pre, rank, me.addr, o.bind_address) : nullptr;
+  // The health endpoint listens where the data port does.
+  auto health =
+      world > 1 ? publish_health(*store, pre, rank, me.addr, listener.local_host()) : nullptr;
   const std::vector<RankInfo> info = gather_ranks(*store, pre, rank, world, me, o, dl);
   const Links links = plan_links(info, rank, o.transport);
   auto transport = std::make_shared<Transport>(rank, world, transport_name(links, world));
