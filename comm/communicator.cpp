@@ -114,6 +114,7 @@ void Communicator::run(const std::function<void()>& fn) {
   auto guarded = [&] {
     try {
       fn();
+      transport_->progress().completed.store(seq_, std::memory_order_relaxed);
     } catch (const std::exception& e) {
       // Whatever failed mid-collective leaves peers mid-collective too: break the communicator so
       // that they fail now, not at their timeout.
@@ -157,6 +158,7 @@ Work Communicator::enqueue(std::function<void()> fn) {
       [this, fn = std::move(fn)] {
         try {
           fn();
+          transport_->progress().completed.store(seq_, std::memory_order_relaxed);
         } catch (const std::exception& e) {
           transport_->abort(e.what());
           throw;
@@ -201,6 +203,7 @@ Work Communicator::submit(std::function<void(Communicator&)> fn) {
 CollContext Communicator::call(CollOp op, size_t count, DType dtype, ReduceOp redop, int root) {
   Fingerprint f;
   f.seq = ++seq_;
+  transport_->progress().started.store(f.seq, std::memory_order_relaxed);
   f.op = op;
   f.count = count;
   f.dtype = dtype;

@@ -7,8 +7,10 @@
 // Collectives run in call order. Each carries a sequence number and a fingerprint (op, count,
 // dtype, reduce op, root) that peers check: ranks that call different collectives or sizes get an
 // engine::Error naming the ranks and both calls. Every wait is bounded by the timeout (default
-// 300 s); an engine::TimeoutError names the rank waited for. A dead peer is an engine::Error naming
-// it. After any such error the communicator is broken: every later call throws.
+// 300 s); an engine::TimeoutError names the rank(s) that stopped making progress and why - gone,
+// frozen, unreachable, alive but not progressing (comm/blame.h) - or, when no rank can be blamed,
+// the rank waited for. A dead peer is an engine::Error naming it. After any such error the
+// communicator is broken: every later call throws.
 //
 // Async: the *_async calls and submit() queue work on a communication thread that this object owns;
 // queued work and synchronous calls run in the order they were called. Work::wait() rethrows.

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "comm/blame.h"
 #include "comm/file_store.h"
 #include "comm/mem_transport.h"
 #include "comm/shm_transport.h"
@@ -369,9 +370,14 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
 
   Socket listener;
   const RankInfo me = publish(*store, pre, rank, world, o, &listener);
+  // The health endpoint listens where the data port does.
+  auto health =
+      world > 1 ? publish_health(*store, pre, rank, me.addr, listener.local_host()) : nullptr;
   const std::vector<RankInfo> info = gather_ranks(*store, pre, rank, world, me, o, dl);
   const Links links = plan_links(info, rank, o.transport);
   auto transport = std::make_shared<Transport>(rank, world, transport_name(links, world));
+  // Before the links, whose set-up is the ranks' last meeting: rank 0's store may go after it.
+  if (health) attach_blamer(*transport, *store, pre, health, info[0].nonce, o.timeout, dl);
   auto socks = wire_tcp(*transport, info, links, listener, dl);
   if (links.use_shm) wire_shm(*transport, *store, pre, links, info[0].nonce, socks, dl);
   set_default_spin(*transport, static_cast<int>(links.local.size()), links.use_shm);

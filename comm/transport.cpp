@@ -368,19 +368,13 @@ void Transport::block(std::unique_lock<std::mutex>& lk, Deadline deadline, uint3
 void Transport::wait(const RequestPtr& r, Deadline deadline) {
   std::unique_lock lk(mu_);
   auto spin_until = Clock::now() + std::chrono::microseconds(spin_us_);
-  auto timeout_msg = [&] {
-    std::string what = r->is_send ? " to receive " : " to send ";
-    return who(rank_) + ": timed out after " + seconds_str(deadline.timeout()) + " waiting for " +
-           who(r->peer) + what + r->hdr.fingerprint().str() + " (message " +
-           std::to_string(r->hdr.step) + ")";
-  };
   while (true) {
     if (r->complete) return;
     if (!broken_.empty()) throw Error(unusable());
     if (driving_) {
       // Another thread drives; it tells us when something completes.
       cv_.wait_for(lk, Millis(5));
-      if (!r->complete && broken_.empty() && deadline.expired()) fail(timeout_msg(), true, "");
+      if (!r->complete && broken_.empty() && deadline.expired()) fail_timeout(*r, deadline);
       continue;
     }
     driving_ = true;
@@ -391,7 +385,7 @@ void Transport::wait(const RequestPtr& r, Deadline deadline) {
         cv_.notify_all();
         spin_until = Clock::now() + std::chrono::microseconds(spin_us_);
       } else if (!r->complete) {
-        if (deadline.expired()) fail(timeout_msg(), true, "");
+        if (deadline.expired()) fail_timeout(*r, deadline);
         if (Clock::now() < spin_until) {
           lk.unlock();
           if (spin_yield_) {
@@ -438,9 +432,31 @@ void Transport::fail_channel(int peer, const ChannelError& e, const Request& dur
   std::string why = salvage_abort(peer);
   if (!why.empty())
     fail(who(rank_) + ": the collective was aborted by " + who(peer) + ": " + why, false, why);
-  fail(who(rank_) + ": " + who(peer) + " " + e.what() + " (during " +
-           during.hdr.fingerprint().str() + ")",
-       false, "");
+  const std::string seen = who(peer) + " " + e.what();
+  const std::string during_fp = " (during " + during.hdr.fingerprint().str();
+  // Who stopped, from every rank's health endpoint: the peer whose channel broke may only have
+  // given up on a rank that stopped earlier.
+  const std::string verdict = blame_ ? blame_() : "";
+  if (verdict.empty()) fail(who(rank_) + ": " + seen + during_fp + ")", false, "");
+  fail(who(rank_) + ": " + verdict + during_fp + "; " + who(rank_) + " saw: " + seen + ")", false,
+       "");
+}
+
+void Transport::fail_timeout(const Request& r, Deadline deadline) {
+  const std::string fp = r.hdr.fingerprint().str();
+  const std::string after = who(rank_) + ": timed out after " + seconds_str(deadline.timeout());
+  // A peer that gave up first left its reason (and verdict) in our channel: report that.
+  for (int p = 0; p < world_; ++p) {
+    if (p == rank_) continue;
+    if (std::string why = salvage_abort(p); !why.empty())
+      fail(who(rank_) + ": the collective was aborted by " + who(p) + ": " + why, false, why);
+  }
+  const std::string verdict = blame_ ? blame_() : "";
+  if (!verdict.empty()) fail(after + " in " + fp + ": " + verdict, true, "");
+  const std::string what = r.is_send ? " to receive " : " to send ";
+  fail(after + " waiting for " + who(r.peer) + what + fp + " (message " +
+           std::to_string(r.hdr.step) + ")",
+       true, "");
 }
 
 void Transport::fail(const std::string& msg, bool timeout, const std::string& root_cause) {

@@ -15,6 +15,7 @@
 #pragma once
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +24,7 @@
 #include "comm/channel.h"
 #include "comm/deadline.h"
 #include "comm/frame.h"
+#include "comm/progress.h"
 #include "comm/reduce.h"
 #include "comm/shm_ring.h"
 #include "comm/socket.h"
@@ -70,6 +72,12 @@ class Transport {
     spin_us_ = us;
     spin_yield_ = yield;
   }
+  // Who stopped making progress (comm/blame.h): asked once, with the lock held, when a wait times
+  // out or a peer is lost; returns "rank 2 is frozen (...)" or "" when no rank can be blamed.
+  void set_blame(std::function<std::string()> blame) { blame_ = std::move(blame); }
+  // This rank's collective counters (the Communicator keeps them; a health endpoint reports them).
+  Progress& progress() { return *progress_; }
+  void set_progress(std::shared_ptr<Progress> p) { progress_ = std::move(p); }
   // Keeps an object (a mapping, a fabric) alive as long as the transport.
   void keep_alive(std::shared_ptr<void> p) { keep_.push_back(std::move(p)); }
 
@@ -85,7 +93,7 @@ class Transport {
   RequestPtr irecv_reduce(int peer, Lane s, const FrameHeader& expect, void* dst, DType dt,
                           ReduceOp op);
   // Drives progress until r completes; throws engine::Error (peer gone, mismatch, abort) or
-  // engine::TimeoutError naming the peer waited for.
+  // engine::TimeoutError naming who stopped (set_blame), else the peer waited for.
   void wait(const RequestPtr& r, Deadline deadline);
   bool test(const RequestPtr& r);
 
@@ -115,6 +123,7 @@ class Transport {
   // Abort frames tell the peers (msg when empty).
   [[noreturn]] void fail(const std::string& msg, bool timeout, const std::string& root_cause);
   [[noreturn]] void fail_channel(int peer, const ChannelError& e, const Request& during);
+  [[noreturn]] void fail_timeout(const Request& r, Deadline deadline);
   void abort_locked(const std::string& reason) noexcept;
   std::string unusable() const;
   std::string who(int peer) const { return "rank " + std::to_string(peer); }
@@ -128,6 +137,8 @@ class Transport {
   int spin_us_ = 20;
   bool spin_yield_ = false;
   std::vector<std::shared_ptr<void>> keep_;
+  std::function<std::string()> blame_;
+  std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
