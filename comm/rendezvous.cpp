@@ -15,6 +15,7 @@
 
 #include "comm/file_store.h"
 #include "comm/mem_transport.h"
+#include "comm/mpi_world.h"
 #include "comm/shm_transport.h"
 #include "comm/tcp_store.h"
 #include "comm/tcp_transport.h"
@@ -120,6 +121,11 @@ InitTarget resolve_init_method(const InitOptions& o) {
                  "mpirun or srun, or give --rank and --world-size");
     const char* addr = env("MASTER_ADDR");
     const char* p = env("MASTER_PORT");
+    // mpirun and no store named: the ranks meet through MPI (comm/mpi_world.h).
+    if (!addr && !p && started_by_mpirun()) {
+      t.store = meet_through_mpi(timeout, o.connect.bind_address);
+      return t;
+    }
     ENGINE_CHECK(addr && p, "env://: MASTER_ADDR and MASTER_PORT must name rank 0's store (",
                  addr ? "MASTER_PORT" : "MASTER_ADDR", " is not set)");
     host = addr;

@@ -4,6 +4,8 @@
 //   env://               RANK, WORLD_SIZE (torchrun), else OMPI_COMM_WORLD_RANK / _SIZE (Open MPI),
 //                        else SLURM_PROCID / SLURM_NTASKS (Slurm); MASTER_ADDR and MASTER_PORT name
 //                        the TCP store that rank 0 serves. Explicit rank / world_size win.
+//                        Under mpirun with neither MASTER_ variable set, the ranks meet through
+//                        MPI instead (comm/mpi_world.h: meet_through_mpi).
 //   tcp://host:port      the same store, rank and world_size given explicitly.
 //   file:///path         a FileStore directory on a filesystem all ranks see; rank and world_size
 //                        given explicitly.
