@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <iterator>
 
 #include "comm/mpi_check.h"
 #include "comm/mpi_world.h"
@@ -62,27 +63,14 @@ MPI_Op mpi_op(DType dt, ReduceOp op) {
   return MPI_SUM;
 }
 
+// The MPI call of each CollOp, in CollOp's order (comm/frame.h).
 const char* mpi_call_name(CollOp op) {
-  switch (op) {
-    case CollOp::AllReduce:
-      return "MPI_Allreduce";
-    case CollOp::Broadcast:
-      return "MPI_Bcast";
-    case CollOp::Reduce:
-      return "MPI_Reduce";
-    case CollOp::AllGather:
-      return "MPI_Allgather";
-    case CollOp::Gather:
-      return "MPI_Gather";
-    case CollOp::Scatter:
-      return "MPI_Scatter";
-    case CollOp::ReduceScatter:
-      return "MPI_Reduce_scatter_block";
-    case CollOp::Barrier:
-      return "MPI_Barrier";
-    default:
-      return "MPI call";
-  }
+  static const char* const kNames[] = {
+      "MPI call",      "MPI_Allreduce", "MPI_Bcast",   "MPI_Reduce",
+      "MPI_Allgather", "MPI_Gather",    "MPI_Scatter", "MPI_Reduce_scatter_block",
+      "MPI_Barrier"};
+  const size_t i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "MPI call";
 }
 
 bool on_cuda(const Tensor& t) {
