@@ -11,21 +11,12 @@
 #include "comm/mpi_world.h"
 #include "io/json.h"
 #include "tests/apps/train_fixture.h"
+#include "tests/common/mpirun.h"
 
 using namespace engine;
 using namespace engine::testing;
 
 namespace {
-
-// As our machines need it: we are root, and jobs may have more ranks than cores.
-// Under AddressSanitizer, Open MPI's own allocations at exit are not ours to report.
-const std::string kMpirun =
-    "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 300 mpirun "
-    "--allow-run-as-root --oversubscribe";
-
-bool have_mpirun() {
-  return run("command -v mpirun").code == 0;
-}
 
 #define SKIP_WITHOUT_MPI()                                                         \
   do {                                                                             \
@@ -58,9 +49,8 @@ TEST_P(MpirunLikeOne, EndsWhereOneRankEnds) {
   const auto [np, backend, sync] = GetParam();
   RunResult one = run(kTrain + args() + " --save " + path("one.safetensors"));
   ASSERT_EQ(one.code, 0) << one.output;
-  RunResult many =
-      run(kMpirun + " -np " + std::to_string(np) + " " + kTrain + args() + " --backend " + backend +
-          " --sync " + sync + " --timeout 60 --save " + path("many.safetensors"));
+  RunResult many = run(mpirun_command(np) + " " + kTrain + args() + " --backend " + backend +
+                       " --sync " + sync + " --timeout 60 --save " + path("many.safetensors"));
   ASSERT_EQ(many.code, 0) << many.output;
   const std::string world = "World " + std::to_string(np) + ": ";
   EXPECT_NE(many.output.find(world + (backend == "mpi" ? "mpi (Open MPI" : "ring over shm")),
@@ -102,7 +92,7 @@ TEST_F(Mpirun, AStoppedRankEndsTheJobAtTheTimeoutNamingTheMpiCall) {
                            "break; fi; sleep 0.05; done\n"
                         << "kill -STOP $p; wait $p\n";
   const auto t0 = std::chrono::steady_clock::now();
-  RunResult r = run(kMpirun + " -np 2 sh " + script + "; echo mpirun-exit=$?; cat " + out0);
+  RunResult r = run(mpirun_command(2) + " sh " + script + "; echo mpirun-exit=$?; cat " + out0);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.output.find("rank0-never-trained"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("mpirun-exit=0"), std::string::npos) << r.output;
@@ -121,7 +111,7 @@ TEST_F(Mpirun, AFailingRankEndsTheJobAtOnce) {
                         << " --model linear --epochs 100 --threads 1 --backend mpi --timeout 200 "
                            "--data-dir $d\n";
   const auto t0 = std::chrono::steady_clock::now();
-  RunResult r = run(kMpirun + " -np 2 sh " + script);
+  RunResult r = run(mpirun_command(2) + " sh " + script);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("/nonexistent: missing MNIST file"), std::string::npos) << r.output;
@@ -145,7 +135,8 @@ TEST_F(Mpirun, BackendMpiNeedsRanksStartedByMpirun) {
 TEST_F(Mpirun, WithoutMpiInTheBuildMpirunSaysWhatToSet) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is missing (Debian: openmpi-bin)";
   if (comm::mpi_built()) GTEST_SKIP() << "this build has MPI: the ranks meet through it";
-  RunResult r = run(kMpirun + " -np 2 " + kTrain + " --model linear --steps 2 --data-dir " + data_);
+  RunResult r =
+      run(mpirun_command(2) + " " + kTrain + " --model linear --steps 2 --data-dir " + data_);
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("MASTER_ADDR"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("-DENGINE_MPI=ON"), std::string::npos) << r.output;
@@ -155,7 +146,7 @@ TEST_F(Mpirun, AllreduceBenchWithBackendMpiChecksEveryCollectiveClean) {
   SKIP_WITHOUT_MPI();
   const std::string bench = kBuild + "/apps/allreduce_bench";
   const std::string json = path("rows.jsonl");
-  RunResult r = run(kMpirun + " -np 3 " + bench +
+  RunResult r = run(mpirun_command(3) + " " + bench +
                     " --backend mpi --collective all --min-bytes 4 --max-bytes 64K "
                     "--step-factor 5 --iters 3 --warmup 1 --timeout 60 --json " +
                     json);

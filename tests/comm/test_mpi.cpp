@@ -19,7 +19,7 @@
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
-#include "tests/common/run.h"
+#include "tests/common/mpirun.h"
 
 using namespace engine;
 using namespace engine::comm;
@@ -264,17 +264,13 @@ std::string self_path() {
 
 TEST(MpiRun, EveryCollectiveOfTheMpiBackendUnderMpirun) {
   if (!mpi_built()) GTEST_SKIP() << mpi_build_hint();
-  if (engine::testing::run("command -v mpirun").code != 0)
+  if (!engine::testing::have_mpirun())
     GTEST_SKIP() << "mpirun is not installed (Debian: openmpi-bin)";
   for (int world : {2, 3}) {
     const engine::testing::RunResult r =
-        // Under AddressSanitizer, Open MPI's own allocations at exit are not ours to report.
-        engine::testing::run(
-            "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
-            "timeout 120 mpirun --allow-run-as-root --oversubscribe -np " +
-            std::to_string(world) + " " + self_path() +
-            " --gtest_filter=MpiRank.DISABLED_EveryCollectiveOnTheMpiBackend "
-            "--gtest_also_run_disabled_tests --gtest_color=no");
+        engine::testing::run(engine::testing::mpirun_command(world, 120) + " " + self_path() +
+                             " --gtest_filter=MpiRank.DISABLED_EveryCollectiveOnTheMpiBackend "
+                             "--gtest_also_run_disabled_tests --gtest_color=no");
     EXPECT_EQ(r.code, 0) << r.output;
     size_t passed = 0;
     for (size_t at = r.output.find("[  PASSED  ] 1 test"); at != std::string::npos;
