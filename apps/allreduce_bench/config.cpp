@@ -94,7 +94,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   ENGINE_USAGE_CHECK(cfg->backend != "mpi" || world == 0,
                      "--backend mpi joins ranks started by mpirun (mpirun -np W allreduce_bench "
                      "--backend mpi); --world-size forks ranks that are not MPI processes");
-  ENGINE_USAGE_CHECK(!f.given("ring-transport") || (cfg->cuda() && !cfg->nccl()),
+  ENGINE_USAGE_CHECK(!f.given("ring-transport") || (cfg->cuda() && cfg->backend == "ring"),
                      "--ring-transport applies to --device cuda --backend ring only");
 
   ENGINE_USAGE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");
