@@ -3,7 +3,8 @@
 // rank 0 prints one table per collective and, with --json, one JSON object per row.
 // --device cuda puts the buffers on GPUs (rank r on cuda:(local rank % devices)), moved by our
 // Communicator's Tensor overloads (--backend ring: staged through host memory, or --ring-transport
-// ipc) or by NCCL (--backend nccl); exit code 2 when no CUDA device answers.
+// ipc) or by NCCL (--backend nccl); exit code 2 when no CUDA device answers. --backend mpi (ranks
+// started by mpirun, meeting through MPI) puts every collective on MPI, host or CUDA buffers.
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "apps/program.h"
 #include "comm/cuda_ipc_ring.h"
 #include "comm/ipc_peers.h"
+#include "comm/mpi_world.h"
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
 #include "comm/socket.h"
@@ -29,6 +31,11 @@ namespace {
 using engine::allreduce_bench::Config;
 using engine::allreduce_bench::Row;
 using engine::comm::CollOp;
+
+// --backend mpi: "mpi (Open MPI v4.1.4): every collective through MPI".
+std::string mpi_text() {
+  return "mpi (" + engine::comm::mpi_library_version() + "): every collective through MPI";
+}
 
 // What a rank on a CUDA device runs with; the text is for the "# device" line.
 struct CudaSetup {
@@ -62,6 +69,10 @@ CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
     s.backend.nccl = s.nccl.get();
     s.backend_text = "nccl (comm::NcclCommunicator, NCCL " + ab::nccl_version() +
                      "); the host transport only lines the ranks up and combines the times";
+  } else if (cfg.mpi()) {
+    comm.set_backend(engine::DeviceKind::CUDA,
+                     engine::comm::make_mpi_backend(comm.rank(), comm.size(), timeout));
+    s.backend_text = mpi_text() + ", CUDA tensors staged through host memory";
   } else if (cfg.ring_transport == "ipc") {
     const std::string why = engine::comm::ipc_ring_problem(comm, device);  // every rank
     ENGINE_CHECK(why.empty(), "--ring-transport ipc on cuda:", device, ": ", why);
@@ -97,6 +108,10 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
     auto comm = engine::comm::connect_communicator(target.store, target.rank, target.world_size,
                                                    init.connect);
     if (cfg.segment_bytes > 0) comm->set_segment_bytes(static_cast<size_t>(cfg.segment_bytes));
+    if (cfg.mpi())
+      comm->set_backend(
+          engine::DeviceKind::CPU,
+          engine::comm::make_mpi_backend(comm->rank(), comm->size(), init.connect.timeout));
     CudaSetup cuda;
     if (cfg.cuda()) cuda = setup_cuda(cfg, *comm, target.store);
     std::unique_ptr<FILE, int (*)(FILE*)> json(nullptr, fclose);
@@ -112,7 +127,10 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
     FILE* json_out = cfg.json_path == "-" ? stdout : json.get();
     if (comm->rank() == 0) {
       ab::print_preamble(table, cfg, comm->size(), comm->transport_kind(), comm->segment_bytes());
-      if (cfg.cuda()) ab::print_device_line(table, cfg, cuda.devices, cuda.backend_text);
+      if (cfg.cuda())
+        ab::print_device_line(table, cfg, cuda.devices, cuda.backend_text);
+      else if (cfg.mpi())
+        ab::print_device_line(table, cfg, "host memory", mpi_text());
     }
     ab::run_rank(
         *comm, cfg, [&](CollOp c) { ab::print_table_header(table, c, comm->size()); },

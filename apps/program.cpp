@@ -6,6 +6,7 @@
 #include <string>
 
 #include "apps/error_file.h"
+#include "comm/mpi_world.h"
 
 namespace engine::apps {
 namespace {
@@ -30,7 +31,10 @@ int report(const char* name, const std::string& message, int code) {
 int run_program(const char* name, int argc, char** argv,
                 const std::function<int(int argc, char** argv)>& body) {
   try {
-    return body(argc, argv);
+    const int code = body(argc, argv);
+    // A clean exit ends MPI here; any other leaves it to MPI_Abort at exit (comm/mpi_world.h).
+    if (code == 0) comm::mpi_finalize();
+    return code;
   } catch (const UsageError& e) {
     return report(name, std::string(e.what()) + " (run '" + name + " --help' for usage)", 2);
   } catch (const std::exception& e) {

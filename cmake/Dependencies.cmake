@@ -1,6 +1,8 @@
 # Finds what the engine links against. CPU: OpenBLAS (GEMM), zlib (gzip IDX), threads,
 # nlohmann-json (every JSON the engine reads or writes, in io/).
 # CUDA (optional, ENGINE_CUDA=AUTO|ON|OFF): CUDAToolkit, cuBLAS, cuDNN and NCCL.
+# MPI (optional, ENGINE_MPI=AUTO|ON|OFF): Open MPI's C library (Debian: libopenmpi-dev), for
+# ranks that meet through mpirun and the --backend mpi collectives.
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
@@ -51,3 +53,18 @@ if(ENGINE_HAS_CUDA)
   set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -Werror all-warnings -Xcompiler=-Wall")
   set(ENGINE_CUDA_LIBRARIES CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
 endif()
+
+set(ENGINE_HAS_MPI OFF)
+if(NOT ENGINE_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(ENGINE_HAS_MPI ON)
+    # comm/mpi_*.cpp compile their MPI code; the rest of the engine asks comm/mpi_world.h.
+    add_compile_definitions(ENGINE_WITH_MPI=1)
+  endif()
+  if(ENGINE_MPI STREQUAL "ON" AND NOT ENGINE_HAS_MPI)
+    message(FATAL_ERROR "ENGINE_MPI=ON but no MPI C library was found "
+                        "(Debian: apt-get install libopenmpi-dev openmpi-bin)")
+  endif()
+endif()
+message(STATUS "engine: MPI ${ENGINE_HAS_MPI}")

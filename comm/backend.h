@@ -9,6 +9,8 @@
 //           CUDA; staged_backend.cpp)
 //   ipc     float32 all_reduce on the CUDA IPC ring, the rest staged (ipc_backend.cpp)
 //   nccl    NCCL for what it has, gather and scatter staged (nccl_backend.cpp)
+//   mpi     every collective on MPI, CPU and CUDA tensors (staged) and raw host buffers
+//           (--backend mpi; mpi_backend.cpp, made by make_mpi_backend in comm/mpi_world.h)
 //
 // A new backend is one file (a class deriving from Backend, or from FallbackBackend to override
 // only what it does itself, and its make_*_backend) and one registration: its make_* declared below
@@ -44,6 +46,12 @@ class Backend {
   virtual void gather(const CollContext& c, const Tensor& in, const Tensor& out) = 0;
   virtual void scatter(const CollContext& c, const Tensor& in, const Tensor& out) = 0;
   virtual void reduce_scatter(const CollContext& c, const Tensor& in, const Tensor& out) = 0;
+
+  // A collective on raw host buffers (the Communicator's pointer overloads, barrier included):
+  // in and out as run_algorithm's. The host algorithms, unless the backend has its own (mpi).
+  virtual void host_buffers(const CollContext& c, const void* in, void* out) {
+    run_algorithm(c, in, out);
+  }
 
   // Point to point on device memory, for a backend with its own (NCCL): true when done. false:
   // the Communicator stages the tensor through host memory over its own point-to-point stream.

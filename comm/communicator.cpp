@@ -1,7 +1,7 @@
 // comm/communicator.cpp: the Communicator's execution (inline or on the communication thread, in
-// call order), its collectives on raw host buffers (the algorithms of comm/algorithms.h) and
-// point-to-point messages. The Tensor overloads and the backends' choice are in
-// communicator_tensor.cpp.
+// call order), its collectives on raw host buffers (the CPU backend's host_buffers: the
+// algorithms of comm/algorithms.h, or MPI's) and point-to-point messages. The Tensor overloads and
+// the backends' choice are in communicator_tensor.cpp.
 #include "comm/communicator.h"
 
 #include <cstdio>
@@ -222,63 +222,76 @@ void Communicator::check_root(int root, const char* what) const {
 
 void Communicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
   check_reduce_supported(dtype, op);
-  run([&] { ring_all_reduce(call(CollOp::AllReduce, count, dtype, op, -1), data); });
+  run([&] { host_->host_buffers(call(CollOp::AllReduce, count, dtype, op, -1), nullptr, data); });
 }
 
 void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
   check_root(root, "broadcast");
-  run([&] { chain_broadcast(call(CollOp::Broadcast, count, dtype, ReduceOp::Sum, root), data); });
+  run([&] {
+    host_->host_buffers(call(CollOp::Broadcast, count, dtype, ReduceOp::Sum, root), nullptr, data);
+  });
 }
 
 void Communicator::reduce(void* data, size_t count, DType dtype, ReduceOp op, int root) {
   check_root(root, "reduce");
   check_reduce_supported(dtype, op);
-  run([&] { chain_reduce(call(CollOp::Reduce, count, dtype, op, root), data); });
+  run([&] { host_->host_buffers(call(CollOp::Reduce, count, dtype, op, root), nullptr, data); });
 }
 
 void Communicator::all_gather(const void* in, void* out, size_t count, DType dtype) {
-  run([&] { ring_all_gather(call(CollOp::AllGather, count, dtype, ReduceOp::Sum, -1), in, out); });
+  run([&] {
+    host_->host_buffers(call(CollOp::AllGather, count, dtype, ReduceOp::Sum, -1), in, out);
+  });
 }
 
 void Communicator::gather(const void* in, void* out, size_t count, DType dtype, int root) {
   check_root(root, "gather");
   ENGINE_CHECK(rank() != root || out || count == 0, "gather: the root needs an output buffer");
-  run([&] { direct_gather(call(CollOp::Gather, count, dtype, ReduceOp::Sum, root), in, out); });
+  run([&] {
+    host_->host_buffers(call(CollOp::Gather, count, dtype, ReduceOp::Sum, root), in, out);
+  });
 }
 
 void Communicator::scatter(const void* in, void* out, size_t count, DType dtype, int root) {
   check_root(root, "scatter");
   ENGINE_CHECK(rank() != root || in || count == 0, "scatter: the root needs an input buffer");
-  run([&] { direct_scatter(call(CollOp::Scatter, count, dtype, ReduceOp::Sum, root), in, out); });
+  run([&] {
+    host_->host_buffers(call(CollOp::Scatter, count, dtype, ReduceOp::Sum, root), in, out);
+  });
 }
 
 void Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
                                   ReduceOp op) {
   check_reduce_supported(dtype, op);
-  run([&] { ring_reduce_scatter(call(CollOp::ReduceScatter, count, dtype, op, -1), in, out); });
+  run([&] { host_->host_buffers(call(CollOp::ReduceScatter, count, dtype, op, -1), in, out); });
 }
 
 void Communicator::barrier() {
-  run([&] { comm::barrier(call(CollOp::Barrier, 0, DType::F32, ReduceOp::Sum, -1)); });
+  run([&] {
+    host_->host_buffers(call(CollOp::Barrier, 0, DType::F32, ReduceOp::Sum, -1), nullptr, nullptr);
+  });
 }
 
 Work Communicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
   check_reduce_supported(dtype, op);
-  return enqueue(
-      [=, this] { ring_all_reduce(call(CollOp::AllReduce, count, dtype, op, -1), data); });
+  return enqueue([=, this] {
+    host_->host_buffers(call(CollOp::AllReduce, count, dtype, op, -1), nullptr, data);
+  });
 }
 
 Work Communicator::broadcast_async(void* data, size_t count, DType dtype, int root) {
   check_root(root, "broadcast");
   return enqueue([=, this] {
-    chain_broadcast(call(CollOp::Broadcast, count, dtype, ReduceOp::Sum, root), data);
+    host_->host_buffers(call(CollOp::Broadcast, count, dtype, ReduceOp::Sum, root), nullptr, data);
   });
 }
 
 Work Communicator::reduce_async(void* data, size_t count, DType dtype, ReduceOp op, int root) {
   check_root(root, "reduce");
   check_reduce_supported(dtype, op);
-  return enqueue([=, this] { chain_reduce(call(CollOp::Reduce, count, dtype, op, root), data); });
+  return enqueue([=, this] {
+    host_->host_buffers(call(CollOp::Reduce, count, dtype, op, root), nullptr, data);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

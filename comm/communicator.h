@@ -160,6 +160,8 @@ class Communicator {
   void set_backend(DeviceKind kind, std::unique_ptr<Backend> backend);
   // "nccl", "ipc" or "staged": how all_reduce moves a float32 CUDA tensor.
   std::string cuda_path() const { return cuda_->name(); }
+  // "host" (the ring, chain and direct algorithms) or "mpi": how collectives move CPU tensors.
+  std::string host_path() const { return host_->name(); }
   // The attached NCCL communicator, or null (gradient sync queues on it directly).
   NcclCommunicator* nccl() { return nccl_; }
   // all_reduce of a CUDA tensor that waits on the device only for `ready` (an event of the

@@ -18,6 +18,7 @@
 #include "comm/blame.h"
 #include "comm/file_store.h"
 #include "comm/mem_transport.h"
+#include "comm/mpi_world.h"
 #include "comm/shm_transport.h"
 #include "comm/slurm_env.h"
 #include "comm/tcp_store.h"
@@ -148,8 +149,14 @@ InitTarget resolve_init_method(const InitOptions& o) {
                  "mpirun or srun, or give --rank and --world-size");
     const char* addr = env("MASTER_ADDR");
     const char* p = env("MASTER_PORT");
+    // mpirun and no store named: the ranks meet through MPI (comm/mpi_world.h).
+    if (!addr && !p && started_by_mpirun()) {
+      t.store = meet_through_mpi(timeout, o.connect.bind_address);
+      return t;
+    }
     std::string slurm_addr, slurm_port;
-    if (who && std::string(who) == "Slurm" && !(addr && p)) {  // srun: MASTER_* optional (slurm_env.h)
+    if (who && std::string(who) == "Slurm" &&
+        !(addr && p)) {  // srun: MASTER_* optional (slurm_env.h)
       slurm::StoreAddress a = slurm::resolved_store_address();
       slurm_addr = a.host, slurm_port = std::to_string(a.port);
       addr = slurm_addr.c_str(), p = slurm_port.c_str();

@@ -7,7 +7,9 @@
 //                        first host of the node list, a port from the job id, comm/slurm_env.h),
 //                        or, with TORCHELASTIC_USE_AGENT_STORE=True (torchrun's static
 //                        rendezvous), the c10d TCPStore torchrun's agent serves
-//                        (comm/torch_store.h). Explicit rank / world_size win.
+//                        (comm/torch_store.h). Explicit rank / world_size win. Under mpirun with
+//                        neither MASTER_ variable set, the ranks meet through MPI instead
+//                        (comm/mpi_world.h: meet_through_mpi).
 //   tcp://host:port      the same store, rank and world_size given explicitly.
 //   file:///path         a FileStore directory on a filesystem all ranks see; rank and world_size
 //                        given explicitly.

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "apps/flags.h"
+#include "comm/mpi_world.h"
 #include "core/error.h"
 
 namespace engine::allreduce_bench {
@@ -81,16 +82,22 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   f.add("timeout", &cfg->timeout_s, "seconds any rendezvous or wait may take");
   f.add_choice("device", &cfg->device, {"cpu", "cuda"},
                "where the buffers live; cuda: rank r on cuda:(local rank % devices)");
-  f.add_choice("backend", &cfg->backend, {"ring", "nccl"},
+  f.add_choice("backend", &cfg->backend, {"ring", "nccl", "mpi"},
                "ring: our Communicator (CUDA tensors through its Tensor overloads); nccl: "
-               "NcclCommunicator, one GPU per rank (--device cuda)");
+               "NcclCommunicator, one GPU per rank (--device cuda); mpi: every collective "
+               "through MPI (ranks started by mpirun -np W; CUDA tensors staged)");
   f.add_choice("ring-transport", &cfg->ring_transport, {"staged", "ipc"},
                "--device cuda --backend ring: staged through pinned host memory, or all_reduce "
                "on the CUDA IPC ring (GPUs of one host)");
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected arguments after --");
   ENGINE_USAGE_CHECK(cfg->cuda() || !cfg->nccl(), "--backend nccl needs --device cuda");
-  ENGINE_USAGE_CHECK(!f.given("ring-transport") || (cfg->cuda() && !cfg->nccl()),
+  ENGINE_USAGE_CHECK(cfg->backend != "mpi" || comm::mpi_built(),
+                     "--backend mpi: ", comm::mpi_build_hint());
+  ENGINE_USAGE_CHECK(cfg->backend != "mpi" || world == 0,
+                     "--backend mpi joins ranks started by mpirun (mpirun -np W allreduce_bench "
+                     "--backend mpi); --world-size forks ranks that are not MPI processes");
+  ENGINE_USAGE_CHECK(!f.given("ring-transport") || (cfg->cuda() && cfg->backend == "ring"),
                      "--ring-transport applies to --device cuda --backend ring only");
 
   ENGINE_USAGE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");

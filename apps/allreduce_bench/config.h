@@ -27,7 +27,8 @@ struct Config {
   // Where the buffers live: "cpu" (host memory) or "cuda" (rank r on cuda:(local rank % devices)).
   std::string device = "cpu";
   // What moves them: "ring" (our Communicator; CUDA tensors through its Tensor overloads) or
-  // "nccl" (comm::NcclCommunicator; --device cuda only).
+  // "nccl" (comm::NcclCommunicator; --device cuda only) or "mpi" (every collective through MPI:
+  // comm/mpi_world.h; ranks started by mpirun).
   std::string backend = "ring";
   // --device cuda --backend ring: "staged" (through pinned host memory and the ring above) or
   // "ipc" (all_reduce on the CUDA IPC ring, comm/cuda_ipc_ring.h, attached to the Communicator).
@@ -35,6 +36,7 @@ struct Config {
 
   bool cuda() const { return device == "cuda"; }
   bool nccl() const { return backend == "nccl"; }
+  bool mpi() const { return backend == "mpi"; }
 
   int64_t iters_for(int64_t nbytes) const;
   std::vector<int64_t> sizes() const;  // min_bytes, * step_factor, ..., <= max_bytes

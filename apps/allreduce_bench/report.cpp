@@ -66,7 +66,7 @@ std::string json_row(const Row& r, const Config& cfg) {
             {"transport", r.transport},
             {"device", cfg.device},
             {"backend", cfg.backend}};
-  if (cfg.cuda() && !cfg.nccl()) j["ring_transport"] = cfg.ring_transport;
+  if (cfg.cuda() && cfg.backend == "ring") j["ring_transport"] = cfg.ring_transport;
   j.update({{"op", comm::reduce_op_name(cfg.op)},
             {"bytes", r.bytes},
             {"count", r.count},

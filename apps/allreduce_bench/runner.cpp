@@ -20,7 +20,9 @@ void run_rank(comm::Communicator& comm, const Config& cfg,
       Row row;
       row.collective = c;
       row.world = world;
-      row.transport = backend.nccl ? std::string("nccl") : comm.transport_kind();
+      row.transport = backend.nccl                ? std::string("nccl")
+                      : comm.host_path() == "mpi" ? std::string("mpi")
+                                                  : comm.transport_kind();
       row.count = total_count(c, nbytes, world);
       row.bytes = row.count * 4;
       row.iters = cfg.iters_for(nbytes);

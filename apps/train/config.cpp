@@ -1,6 +1,7 @@
 // apps/train/config.cpp: train's flags and their checks.
 #include "apps/train/config.h"
 
+#include "comm/mpi_world.h"
 #include "comm/rendezvous.h"
 #include "nn/models.h"
 
@@ -44,8 +45,9 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
                "device of --dp-devices (nn.DataParallel)");
   f.add("dp-devices", &c.dp_devices,
         "--mode dp: devices, comma-separated (cuda:0,cuda:1 or cpu,cpu); empty: every visible GPU");
-  f.add_choice("backend", &c.backend, {"ring", "nccl"},
-               "collectives: our ring (CPU or CUDA tensors) or NCCL (CUDA tensors)");
+  f.add_choice("backend", &c.backend, {"ring", "nccl", "mpi"},
+               "collectives: our ring (CPU or CUDA tensors), NCCL (CUDA tensors) or MPI (every "
+               "collective through Open MPI, CUDA tensors staged; ranks started by mpirun)");
   f.add_choice(
       "cuda-ring", &c.cuda_ring, {"auto", "staged", "ipc"},
       "--backend ring on GPUs: ipc (CUDA IPC between GPUs of one host), staged (pinned "
@@ -109,6 +111,7 @@ void validate(const TrainConfig& c) {
   ENGINE_CHECK(c.mode == "dp" || c.device != "cpu" || c.backend != "nccl",
                "--backend nccl reduces CUDA tensors and --device cpu trains on the CPU: use "
                "--backend ring");
+  ENGINE_CHECK(c.backend != "mpi" || comm::mpi_built(), "--backend mpi: ", comm::mpi_build_hint());
   ENGINE_CHECK(c.cuda_ring == "auto" || c.backend == "ring",
                "--cuda-ring chooses how --backend ring moves GPU tensors; --backend ", c.backend,
                " does not use it");

@@ -1,15 +1,29 @@
 // apps/train/cuda_collectives.cpp: how train's collectives move CUDA tensors (NCCL, the CUDA IPC
-// ring or pinned staging over the host transports).
+// ring or pinned staging over the host transports), and --backend mpi (every collective on MPI).
 #include "apps/train/cuda_collectives.h"
 
 #include <memory>
 
 #include "comm/cuda_ipc_ring.h"
 #include "comm/ipc_peers.h"
+#include "comm/mpi_world.h"
 #include "comm/nccl_communicator.h"
 #include "core/error.h"
 
 namespace engine::apps {
+
+namespace {
+
+// --backend mpi: every collective through MPI, those of CUDA tensors staged through host memory.
+std::string attach_mpi(comm::Communicator& comm, Device dev, double timeout_s) {
+  const comm::Millis timeout(static_cast<int64_t>(timeout_s * 1000));
+  comm.set_backend(DeviceKind::CPU, comm::make_mpi_backend(comm.rank(), comm.size(), timeout));
+  if (dev.is_cpu()) return "";
+  comm.set_backend(DeviceKind::CUDA, comm::make_mpi_backend(comm.rank(), comm.size(), timeout));
+  return "mpi (staged through host memory)";
+}
+
+}  // namespace
 
 // How this rank's collectives move CUDA tensors (--backend, --cuda-ring); "" on the CPU. Every
 // rank calls it: the ranks agree on the device kind and on whether CUDA IPC can be used.
@@ -21,6 +35,7 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
   ENGINE_CHECK(mins[0] == -mins[1], "rank ", comm.rank(), " trains on ", dev.str(),
                " but other ranks train on ", dev.is_cuda() ? "the cpu" : "a GPU",
                ": every rank needs a GPU (or pass --device cpu)");
+  if (c.backend == "mpi") return attach_mpi(comm, dev, c.timeout_s);
   if (dev.is_cpu()) {
     ENGINE_CHECK(c.backend != "nccl",
                  "--backend nccl reduces CUDA tensors and this rank trains "

@@ -12,6 +12,7 @@ namespace engine::apps {
 // pinned staging. Returns what was chosen for the World line ("nccl", "ipc", "staged", "staged
 // (why not ipc)"), or "" on the CPU. Every rank calls it: the ranks agree on the device kind and
 // on whether CUDA IPC can be used. Throws engine::Error on a mismatch or an impossible choice.
+// --backend mpi puts every collective on MPI, CPU ones included ("mpi (staged ...)" on a GPU).
 std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& comm, Device dev);
 
 }  // namespace engine::apps

@@ -13,6 +13,7 @@
 #include "apps/train/device_choice.h"
 #include "apps/train/profile.h"
 #include "apps/train/resume_check.h"
+#include "comm/mpi_world.h"
 #include "comm/rendezvous.h"
 #include "comm/slurm_env.h"
 #include "core/cuda_backend.h"
@@ -221,11 +222,13 @@ void Trainer::distribute() {
                                            comm::sync_mode_from_name(c_.sync),
                                            static_cast<size_t>(c_.bucket_mb * (1 << 20)));
   if (rank_ != 0) return;
+  const std::string how = comm_->host_path() == "mpi" ? "mpi (" + comm::mpi_library_version() + ")"
+                                                      : "ring over " + comm_->transport_kind();
   std::printf(
-      "World %d: ring over %s, sync %s, sharding %s, %lld images per rank per step, "
+      "World %d: %s, sync %s, sharding %s, %lld images per rank per step, "
       "%d threads per rank\n",
-      world_, comm_->transport_kind().c_str(), c_.sync.c_str(), c_.sharding.c_str(),
-      static_cast<long long>(batch_), threads_);
+      world_, how.c_str(), c_.sync.c_str(), c_.sharding.c_str(), static_cast<long long>(batch_),
+      threads_);
   if (!cuda_path.empty())
     std::printf("CUDA tensors: %s, rank r on cuda:LOCAL_RANK (cuda:0 where a rank sees one GPU)\n",
                 cuda_path.c_str());
