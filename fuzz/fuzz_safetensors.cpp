@@ -10,7 +10,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   try {
     engine::StFile f = engine::decode_safetensors(bytes, "<fuzz>");
-    engine::StFile g = engine::decode_safetensors(engine::encode_safetensors(f.entries, f.metadata));
+    engine::StFile g =
+        engine::decode_safetensors(engine::encode_safetensors(f.entries, f.metadata));
     if (g.entries.size() != f.entries.size()) __builtin_trap();
   } catch (const engine::Error&) {
   }

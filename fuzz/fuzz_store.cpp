@@ -1,7 +1,7 @@
 // fuzz/fuzz_store.cpp: rank 0's rendezvous store (comm/tcp_store.h) on any bytes from a client:
 // one server for the whole run; each input is one connection that sends the bytes (after the
 // store's handshake when the first byte is even), closes its side, and reads whatever comes back
-// for at most 300 ms. The server must refuse or answer, never crash, and keep within its bounds.
+// for at most 100 ms. The server must refuse or answer, never crash, and keep within its bounds.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   send_all(fd, data + 1, size - 1);
   ::shutdown(fd, SHUT_WR);
   char buf[4096];
-  for (int waited = 0; waited < 300;) {
+  for (int waited = 0; waited < 100;) {
     pollfd pf{fd, POLLIN, 0};
     if (::poll(&pf, 1, 50) == 0) {
       waited += 50;
