@@ -2,14 +2,18 @@
 #include "apps/error_file.h"
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <exception>
+#include <thread>
 
 #include "io/atomic_file.h"
 
 namespace engine::apps {
+
+constexpr std::chrono::milliseconds kDerivedFailureGrace{500};
 
 Json torchelastic_error(const std::string& message, int64_t unix_seconds) {
   Json extra = {{"py_callstack", message}, {"timestamp", std::to_string(unix_seconds)}};
@@ -42,13 +46,18 @@ void write_torchelastic_error_file(const std::string& message) {
   if (!path || !*path) return;
   const char* rank_env = std::getenv("RANK");
   const int rank = rank_env ? std::atoi(rank_env) : -1;
+  const bool derived = names_another_rank(message, rank);
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
-  const int64_t when = now + (names_another_rank(message, rank) ? 1 : 0);
   try {
-    write_file_atomic(path, dump_json(torchelastic_error(message, when)));
+    write_file_atomic(path, dump_json(torchelastic_error(message, now + (derived ? 1 : 0))));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cannot write torchelastic's error file: %s\n", e.what());
   }
+  // torchrun counts as failed only the ranks it finds exited; one still running when it looks is
+  // stopped with SIGTERM and left out of the summary. A rank that fails because another failed
+  // learns of it within milliseconds, often before that rank has exited: it leaves a moment later,
+  // so that the rank that failed first is among the failures torchrun sees.
+  if (derived) std::this_thread::sleep_for(kDerivedFailureGrace);
 }
 
 }  // namespace engine::apps

@@ -23,8 +23,9 @@ bool names_another_rank(const std::string& message, int rank);
 
 // When TORCHELASTIC_ERROR_FILE is set, writes torchelastic_error(message, now) there. A failure
 // that names another rank than this one ($RANK) is dated one second later: torchrun compares whole
-// seconds, and the rank that failed first must win a tie. Never throws; a file that cannot be
-// written is reported on stderr.
+// seconds, and the rank that failed first must win a tie; and it returns only after 0.5 s, so that
+// the rank that failed first has exited when torchrun looks (torchrun leaves ranks still running
+// out of its summary). Never throws; a file that cannot be written is reported on stderr.
 void write_torchelastic_error_file(const std::string& message);
 
 }  // namespace engine::apps
