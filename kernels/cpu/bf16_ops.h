@@ -1,0 +1,33 @@
+// kernels/cpu/bf16_ops.h: the layers that run in bf16 under --precision bf16, as PyTorch's
+// autocast runs them (convolutions and linear layers): each operand is rounded to bf16 (round to
+// nearest even), products are summed in fp32, results are fp32. Inputs, weights and gradients stay
+// fp32 tensors (fp32 master weights); each call rounds what it multiplies. Shapes and contracts are
+// those of the fp32 functions in linear.h and conv2d.h. Each throws unless the CPU has AVX512_BF16
+// (cpu_features.h). kernels::cuda has the same functions (cuBLAS / cuDNN, bf16 data, fp32 compute).
+#pragma once
+#include <cstdint>
+
+#include "kernels/conv2d.h"
+#include "kernels/linear.h"
+
+namespace engine::kernels::cpu {
+
+// The bf16 value nearest x (ties to even; NaN stays NaN), widened back to fp32.
+float round_to_bf16(float x);
+// dst[i] = round_to_bf16(src[i]) for i < count (dst may equal src).
+void round_to_bf16(const float* src, float* dst, int64_t count);
+
+void linear_forward_bf16(const float* x, const float* w, const float* b, float* y,
+                         const LinearShape& s);
+void linear_backward_data_bf16(const float* dy, const float* w, float* dx, const LinearShape& s);
+void linear_backward_weight_bf16(const float* dy, const float* x, float* dw, const LinearShape& s,
+                                 float beta);
+
+void conv2d_forward_bf16(const float* x, const float* w, const float* b, float* y,
+                         const Conv2dShape& s);
+void conv2d_backward_data_bf16(const float* dy, const float* w, float* dx, const Conv2dShape& s);
+// db, when not null, is the fp32 sum of dy (the bias gradient is not a product).
+void conv2d_backward_filter_bf16(const float* x, const float* dy, float* dw, float* db,
+                                 const Conv2dShape& s, float beta);
+
+}  // namespace engine::kernels::cpu
