@@ -20,11 +20,12 @@
 #include "apps/program.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
+#include "io/json.h"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: bench_kernels [--threads N] [--device cpu|cuda] [--benchmark_filter=REGEX]\n"
+    "usage: bench_kernels [--threads N] [--device cpu|cuda] [--peak] [--benchmark_filter=REGEX]\n"
     "                     [--benchmark_format=json] [--benchmark_min_time=SECONDS]\n"
     "                     [--benchmark_out=FILE] ...\n"
     "A case is checked against the reference before it is timed; a failed check skips it\n"
@@ -35,6 +36,7 @@ constexpr const char* kUsage =
 struct Options {
   int64_t threads = 0;  // 0: all cores
   std::string device = "cpu";
+  bool peak = false;
   std::vector<std::string> benchmark_flags;  // --benchmark_*, for Google Benchmark
 };
 
@@ -44,6 +46,10 @@ bool parse_args(int argc, char** argv, Options* o) {
   f.pass_through("--benchmark_");
   f.pass_through("--v=");  // Google Benchmark's verbosity
   f.add("threads", &o->threads, "engine (and OpenBLAS) threads; 0: all cores");
+  f.add_switch(
+      "peak", &o->peak,
+      "only measure the FMA and bf16 dot-product peaks (all threads and one) and print them "
+      "as one JSON line");
   f.add("device", &o->device,
         "cpu, or cuda / cuda:N: the same cases on a GPU, against its own ceilings");
   if (!f.parse(argc, argv)) {
@@ -83,20 +89,24 @@ void init_benchmark(const char* program, std::vector<std::string> flags) {
 }
 
 // Measures the device's ceilings and registers its cases, which add to *failures as they run;
-// say() reports a line of context.
-void register_cases(engine::Device device,
-                    const std::function<void(const std::string&, const std::string&)>& say,
-                    std::vector<engine::bench::Failure>* failures) {
+// say() reports a line of context. Returns the lines the console table starts with: the peaks.
+std::string register_cases(engine::Device device,
+                           const std::function<void(const std::string&, const std::string&)>& say,
+                           std::vector<engine::bench::Failure>* failures) {
   engine::bench::verify_sites_against_models();
   if (device.is_cpu()) {
+    const engine::bench::Ceilings ceilings = engine::bench::measure_ceilings();
+    for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
     if (engine::cuda_device_count() == 0)
       say("cuda", "cases skipped: " + engine::cuda_unavailable_reason());
     else
       say("cuda", std::to_string(engine::cuda_device_count()) +
                       " device(s) answer; --device cuda runs the cases on one");
-    const engine::bench::Ceilings ceilings = engine::bench::measure_ceilings();
-    for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
     engine::bench::register_cpu_cases(ceilings, failures);
+    std::string preface;
+    for (auto& [key, value] : engine::bench::describe_peaks(ceilings))
+      preface += key + ": " + value + "\n";
+    return preface;
   } else {
     const engine::bench::CudaCeilings ceilings = engine::bench::measure_cuda_ceilings(device.index);
     for (auto& [key, value] : engine::bench::describe(ceilings)) say(key, value);
@@ -105,6 +115,21 @@ void register_cases(engine::Device device,
                           "reduce_into have no device kernel and are not run");
     engine::bench::register_cuda_cases(ceilings, failures);
   }
+  return "";
+}
+
+// --peak: {"threads", "isa", "fp32_gflops", "bf16_gflops", "fp32_gflops_1thread",
+// "bf16_gflops_1thread"} on one line (bf16 0 without AVX512_BF16).
+int print_peaks() {
+  const engine::bench::Ceilings c = engine::bench::measure_peaks();
+  engine::Json j = {{"threads", c.threads},
+                    {"isa", c.peak.isa},
+                    {"fp32_gflops", c.peak.fp32_gflops},
+                    {"bf16_gflops", c.peak.bf16_gflops},
+                    {"fp32_gflops_1thread", c.peak1.fp32_gflops},
+                    {"bf16_gflops_1thread", c.peak1.bf16_gflops}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
 }
 
 int run(int argc, char** argv) {
@@ -113,6 +138,10 @@ int run(int argc, char** argv) {
   engine::Device device;
   engine::apps::as_usage_error([&] { device = engine::Device::parse(o.device); });
   engine::set_num_threads(o.threads > 0 ? static_cast<int>(o.threads) : engine::hardware_threads());
+  if (o.peak) {
+    ENGINE_USAGE_CHECK(device.is_cpu(), "--peak measures the CPU; it takes no --device");
+    return print_peaks();
+  }
   const bool console = console_format(o.benchmark_flags);
   init_benchmark(argv[0], o.benchmark_flags);
   if (const std::string why = device.is_cuda() ? engine::cuda_device_problem(device.index) : "";
@@ -129,8 +158,7 @@ int run(int argc, char** argv) {
   };
   say("threads", std::to_string(engine::num_threads()));
   std::vector<engine::bench::Failure> failures;
-  register_cases(device, say, &failures);
-  engine::bench::TableReporter table;
+  engine::bench::TableReporter table(register_cases(device, say, &failures));
   benchmark::RunSpecifiedBenchmarks(console ? &table : nullptr);
   benchmark::Shutdown();
 

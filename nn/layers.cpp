@@ -85,7 +85,7 @@ Sequential& Sequential::add(std::shared_ptr<Module> m) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& m : layers_) y = m->forward(y);
+  for (auto& m : layers_) y = (*m)(y);  // through operator(): traced and counted per layer
   return y;
 }
 

@@ -101,6 +101,7 @@ class LinearModel : public Model {
     bias = register_parameter("bias", init.bias.detach());
   }
   Tensor forward(const Tensor& x) override { return linear(flatten(x), weight, bias); }  // (N, 10)
+  int64_t flops(const Tensor& x) const override { return 2 * x.size(0) * 784 * 10; }
   Tensor loss(const Tensor& s, const Tensor& t) override { return cross_entropy(s, t); }
   Tensor weight, bias;
 };

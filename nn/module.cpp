@@ -1,10 +1,32 @@
 // nn/module.cpp: the recursive walks over parameters, buffers and children.
 #include "nn/module.h"
 
+#include <atomic>
+
 #include "core/autograd.h"
+#include "core/error.h"
 #include "core/trace.h"
 
 namespace engine::nn {
+namespace {
+
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_flops{0};
+
+}  // namespace
+
+FlopCount::FlopCount() {
+  ENGINE_CHECK(!g_counting.exchange(true), "FlopCount: one counts at a time");
+  g_flops = 0;
+}
+
+FlopCount::~FlopCount() {
+  g_counting = false;
+}
+
+int64_t FlopCount::total() const {
+  return g_flops.load();
+}
 
 void Module::collect(const std::string& prefix, bool params, bool buffers,
                      NamedTensors* out) const {
@@ -16,9 +38,13 @@ void Module::collect(const std::string& prefix, bool params, bool buffers,
 }
 
 Tensor Module::operator()(const Tensor& x) {
+  const bool counting = g_counting.load(std::memory_order_relaxed);
+  if (!counting && !trace::enabled()) return forward(x);
+  const int64_t f = flops(x), bwd = f * (x.requires_grad() || x.grad_fn() ? 2 : 1);
+  if (counting) g_flops += f + bwd;
   if (!trace::enabled()) return forward(x);
   trace::Scope ts(path_.empty() ? std::string_view("model") : std::string_view(path_), "forward");
-  if (int64_t f = flops(x)) ts.arg("flops", f);
+  if (f) ts.arg("flops", f).arg("bwd_flops", bwd);
   Tensor y = forward(x);
   // A leaf layer's output node is that layer's backward: label it for traces and profiles.
   if (children_.empty() && y.grad_fn()) y.grad_fn()->label = path_;

@@ -12,6 +12,18 @@ namespace engine::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// Counts the training work of the layers run while it lives (any thread): each layer's forward
+// flops x 3 (forward, input gradient, weight gradient), x 2 where its input needs no gradient
+// (a first layer), as the "work per image" counts them. One at a time.
+class FlopCount {
+ public:
+  FlopCount();
+  ~FlopCount();
+  FlopCount(const FlopCount&) = delete;
+  FlopCount& operator=(const FlopCount&) = delete;
+  int64_t total() const;
+};
+
 class Module {
  public:
   virtual ~Module() = default;

@@ -1,7 +1,8 @@
 // apps/bench_kernels/cases.cpp: the CPU cases, and the same cases on a CUDA device. Counters:
 // GFLOP/s (GEMM-shaped ops), GB/s (least traffic per call), pct_of_ceiling (of sgemm for
 // GEMM-shaped ops, of the copy/triad bandwidth otherwise; one-thread bandwidth for the CPU's
-// reduce_into; on CUDA, of cuBLAS sgemm and the device-to-device copy), check_err (the check's
+// reduce_into; on CUDA, of cuBLAS sgemm and the device-to-device copy), pct_of_peak (compute
+// cases on the CPU: of the measured FMA peak, the physical FP32 limit), check_err (the check's
 // relative error).
 #include "apps/bench_kernels/cases.h"
 
@@ -27,6 +28,7 @@ enum class Ceiling { Compute, Memory, MemoryOneThread };
 // The ceilings a case is reported against: GFLOP/s for Compute, GB/s for the others.
 struct CeilingValues {
   double compute = 0, memory = 0, memory1 = 0;
+  double fma_peak = 0;  // GFLOP/s; 0 where none was measured (CUDA)
   double of(Ceiling c) const {
     return c == Ceiling::Compute ? compute : c == Ceiling::Memory ? memory : memory1;
   }
@@ -68,6 +70,9 @@ class Case {
     const double per_call = ceiling_ == Ceiling::Compute ? flops * 1e-9 : bytes * 1e-9;
     st.counters["pct_of_ceiling"] =
         C(100.0 * per_call / c_.of(ceiling_), C::kIsIterationInvariantRate);
+    if (ceiling_ == Ceiling::Compute && c_.fma_peak > 0)
+      st.counters["pct_of_peak"] =
+          C(100.0 * flops * 1e-9 / c_.fma_peak, C::kIsIterationInvariantRate);
     st.counters["check_err"] = C(result_.err);
   }
 
@@ -237,7 +242,10 @@ void add_updates_and_data(Registrar& r) {
 }  // namespace
 
 void register_cpu_cases(const Ceilings& ceilings, std::vector<Failure>* failures) {
-  Registrar r{{ceilings.sgemm_gflops, ceilings.bandwidth(), ceilings.bandwidth1()}, -1, failures};
+  Registrar r{{ceilings.sgemm_gflops, ceilings.bandwidth(), ceilings.bandwidth1(),
+               ceilings.peak.fp32_gflops},
+              -1,
+              failures};
   add_gemm_shaped(r);
   add_layers(r);
   add_updates_and_data(r);

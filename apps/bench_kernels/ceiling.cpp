@@ -55,9 +55,16 @@ void split(int64_t count, bool pooled, const std::function<void(int64_t, int64_t
 
 }  // namespace
 
-Ceilings measure_ceilings() {
+Ceilings measure_peaks() {
   Ceilings c;
   c.threads = num_threads();
+  c.peak = kernels::cpu::measure_peak(c.threads, 0.1);
+  c.peak1 = kernels::cpu::measure_peak(1, 0.1);
+  return c;
+}
+
+Ceilings measure_ceilings() {
+  Ceilings c = measure_peaks();
   for (auto [n, reps] : {std::pair{512, 20}, std::pair{1024, 8}, std::pair{2048, 3}}) {
     double g = sgemm_gflops(n, reps);
     if (g > c.sgemm_gflops) {
@@ -83,7 +90,23 @@ Ceilings measure_ceilings() {
   return c;
 }
 
+std::vector<std::pair<std::string, std::string>> describe_peaks(const Ceilings& c) {
+  auto line = [](const kernels::cpu::Peak& p) {
+    char b[200];
+    std::snprintf(
+        b, sizeof b, "%.1f GFLOP/s fp32 FMA (%s), %s on %d thread(s)", p.fp32_gflops, p.isa,
+        p.bf16_gflops > 0
+            ? ("bf16 dot " + std::to_string(int(p.bf16_gflops + 0.5)) + " GFLOP/s (vdpbf16ps)")
+                  .c_str()
+            : "no AVX512_BF16",
+        p.threads);
+    return std::string(b);
+  };
+  return {{"peak", line(c.peak)}, {"peak_1thread", line(c.peak1)}};
+}
+
 std::vector<std::pair<std::string, std::string>> describe(const Ceilings& c) {
+  auto out = describe_peaks(c);
   char l[3][200];
   std::snprintf(l[0], sizeof l[0],
                 "OpenBLAS sgemm n=%d, rows split over %d thread(s): %.1f GFLOP/s", c.sgemm_n,
@@ -93,7 +116,10 @@ std::vector<std::pair<std::string, std::string>> describe(const Ceilings& c) {
                 c.threads, c.copy_gbs, c.triad_gbs);
   std::snprintf(l[2], sizeof l[2], "64 MiB arrays on one thread: copy %.1f GB/s, triad %.1f GB/s",
                 c.copy1_gbs, c.triad1_gbs);
-  return {{"ceiling_compute", l[0]}, {"ceiling_memory", l[1]}, {"ceiling_memory_1thread", l[2]}};
+  out.insert(
+      out.end(),
+      {{"ceiling_compute", l[0]}, {"ceiling_memory", l[1]}, {"ceiling_memory_1thread", l[2]}});
+  return out;
 }
 
 }  // namespace engine::bench

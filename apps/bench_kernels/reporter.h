@@ -4,11 +4,16 @@
 #pragma once
 #include <benchmark/benchmark.h>
 
+#include <string>
+#include <utility>
+
 namespace engine::bench {
 
 class TableReporter : public benchmark::ConsoleReporter {
  public:
-  TableReporter() : benchmark::ConsoleReporter(OO_None) {}
+  // preface: lines printed first (the measured peaks), before Google Benchmark's context.
+  explicit TableReporter(std::string preface)
+      : benchmark::ConsoleReporter(OO_None), preface_(std::move(preface)) {}
 
   // The run's context (machine, load, our ceilings) on stdout, before the table; Google
   // Benchmark's console reporter sends it to stderr.
@@ -17,6 +22,9 @@ class TableReporter : public benchmark::ConsoleReporter {
  protected:
   void PrintHeader(const Run& run) override;
   void PrintRunData(const Run& run) override;
+
+ private:
+  std::string preface_;
 };
 
 }  // namespace engine::bench

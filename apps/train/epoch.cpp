@@ -1,6 +1,7 @@
 // apps/train/epoch.cpp: the Trainer's epoch: its batches, one training step each, then the end of
 // the epoch (evaluation, the epoch line, metrics, checkpoint, plot).
 #include <cstdio>
+#include <optional>
 
 #include "apps/train/plot.h"
 #include "apps/train/trainer.h"
@@ -121,8 +122,11 @@ Tensor Trainer::step(const data::DeviceBatch& b) {
   Tensor loss;
   {
     trace::Scope ts("forward", "forward");
+    std::optional<nn::FlopCount> count;  // the first step counts the work per image
+    if (flop_per_image_ == 0 && b.images.size(0) > 0) count.emplace();
     Tensor scores = dp_ ? dp_->forward(b.images) : (*model_)(b.images);
     loss = model_->loss(scores, b.labels.to(scores.device()));
+    if (count) flop_per_image_ = static_cast<double>(count->total()) / b.images.size(0);
   }
   if (sync_) sync_->begin();
   {
@@ -174,6 +178,7 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   }
   r.train_loss = batches ? loss_sum / static_cast<double>(batches) : 0;
   r.images_per_s = t.train_s > 0 ? static_cast<double>(t.images) / t.train_s : 0;
+  r.train_flop_per_image = flop_per_image_;
   trace::Scope ts("evaluate", "eval");
   evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
   return r;

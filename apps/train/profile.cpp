@@ -3,7 +3,8 @@
 //               backward events of leaf layers are labelled "<layer> <Op>Backward".
 //   phase rows: data, forward, backward, gradient sync (allreduce wait / allreduce /
 //               reduce+broadcast / broadcast buffers), optimizer.
-// Backward GFLOP/s counts 2x the forward flops (input and weight gradients).
+// Backward GFLOP/s counts the event's "bwd_flops": 2x the forward flops (input and weight
+// gradients), 1x for a first layer, whose input needs no gradient.
 #include "apps/train/profile.h"
 
 #include <algorithm>
@@ -19,7 +20,7 @@ namespace engine::apps {
 namespace {
 
 struct Row {
-  double fwd_us = 0, bwd_us = 0, flops = 0;
+  double fwd_us = 0, bwd_us = 0, flops = 0, bwd_flops = 0;
 };
 
 // What the events of training steps add up to.
@@ -85,7 +86,10 @@ void add_event(Profile& p, const Json& e) {
     Row& r = layer(name);
     r.fwd_us += dur;
     const auto args = e.find("args");
-    if (args != e.end() && args->contains("flops")) r.flops += args->at("flops").get<double>();
+    if (args != e.end() && args->contains("flops")) {
+      r.flops += args->at("flops").get<double>();
+      r.bwd_flops += args->value("bwd_flops", 2 * args->at("flops").get<double>());
+    }
   } else if (cat == "backward" && name != "backward") {
     auto sp = name.find(' ');
     layer(sp == std::string::npos ? name : name.substr(0, sp)).bwd_us += dur;
@@ -95,23 +99,32 @@ void add_event(Profile& p, const Json& e) {
   }
 }
 
-std::string format_table(Profile& p) {
+std::string format_table(Profile& p, double peak, int peak_threads) {
   const double iter_us = p.phase_us["step"] + p.phase_us["data"];
   auto ms = [&](double us) { return us / 1000.0 / static_cast<double>(p.steps); };
   auto pct = [&](double us) { return iter_us > 0 ? 100.0 * us / iter_us : 0.0; };
 
   std::string out = line("Profile of rank 0, %lld steps (ms per step; share of step + data):\n",
                          static_cast<long long>(p.steps));
-  out += line("  %-28s %9s %9s %7s %9s %9s\n", "layer", "fwd ms", "bwd ms", "share", "fwd GF/s",
+  if (peak > 0)
+    out += line("FP32 limit: %.1f GFLOP/s, the FMA peak measured on %d thread(s) after the run\n",
+                peak, peak_threads);
+  out += line("  %-28s %9s %9s %7s %9s %9s", "layer", "fwd ms", "bwd ms", "share", "fwd GF/s",
               "bwd GF/s");
+  out += peak > 0 ? line(" %7s %7s\n", "fwd %pk", "bwd %pk") : "\n";
   for (const std::string& n : p.order) {
     const Row& r = p.layers[n];
     auto gf = [&](double flops, double us) {
       return us > 0 && flops > 0 ? line("%9.1f", flops / us / 1e3) : line("%9s", "-");
     };
+    auto pk = [&](double flops, double us) {
+      return us > 0 && flops > 0 ? line(" %6.1f%%", 100 * flops / us / 1e3 / peak)
+                                 : line(" %7s", "-");
+    };
     out += line("  %-28s %9.3f %9.3f %6.1f%% ", n.c_str(), ms(r.fwd_us), ms(r.bwd_us),
                 pct(r.fwd_us + r.bwd_us)) +
-           gf(r.flops, r.fwd_us) + " " + gf(2 * r.flops, r.bwd_us) + "\n";
+           gf(r.flops, r.fwd_us) + " " + gf(r.bwd_flops, r.bwd_us) +
+           (peak > 0 ? pk(r.flops, r.fwd_us) + pk(r.bwd_flops, r.bwd_us) : "") + "\n";
   }
   out += line("  %-28s %9s %9s %7s\n", "phase", "ms", "", "share");
   for (const char* ph : {"data", "broadcast buffers", "forward", "backward", "allreduce wait",
@@ -126,7 +139,7 @@ std::string format_table(Profile& p) {
 
 }  // namespace
 
-std::string profile_table(const std::string& trace_json) {
+std::string profile_table(const std::string& trace_json, double fma_peak_gflops, int peak_threads) {
   const Json doc = parse_json(trace_json, "the run's trace");
   const Json& events = doc.at("traceEvents");
   const int64_t tid = main_thread(events);
@@ -140,7 +153,7 @@ std::string profile_table(const std::string& trace_json) {
     add_event(p, e);
   }
   if (p.steps == 0) return "profile: no training step was recorded\n";
-  return format_table(p);
+  return format_table(p, fma_peak_gflops, peak_threads);
 }
 
 }  // namespace engine::apps

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "core/trace.h"
 #include "data/partition.h"
+#include "kernels/cpu/peak.h"
 
 namespace engine::apps {
 namespace {
@@ -234,9 +235,17 @@ void Trainer::distribute() {
                 cuda_path.c_str());
 }
 
+// --profile's table; on the CPU with each layer's share of the FMA peak of this rank's threads,
+// measured now that the timed steps are over.
+void Trainer::print_profile() {
+  double peak = 0;
+  if (device_.is_cpu()) peak = kernels::cpu::measure_peak(threads_).fp32_gflops;
+  std::printf("%s", profile_table(trace::to_json(), peak, threads_).c_str());
+}
+
 void Trainer::finish() {
   if (rank_ == 0 && !c_.save.empty()) nn::save_state_dict(c_.save, *model_);
-  if (c_.profile && rank_ == 0) std::printf("%s", profile_table(trace::to_json()).c_str());
+  if (c_.profile && rank_ == 0) print_profile();
   if (!c_.trace.empty()) write_trace(c_.trace, comm_.get());
   trace::disable();
   if (comm_) comm_->barrier();  // nobody leaves while a peer may still need it

@@ -68,6 +68,7 @@ class Trainer {
   Tensor step(const data::DeviceBatch& b);
   void end_epoch(int64_t epoch, const EpochTally& t);
   void finish();
+  void print_profile();
 
   void broadcast_buffers();
   EpochResult epoch_result(int64_t epoch, const EpochTally& t);
@@ -82,6 +83,7 @@ class Trainer {
   const TrainConfig c_;
   std::unique_ptr<comm::Communicator> comm_;
   int rank_ = 0, world_ = 1, threads_ = 1;
+  double flop_per_image_ = 0;  // training work per image, counted in the first step (FlopCount)
   data::Mnist mnist_;
   int64_t batch_ = 0;               // images per rank per step
   std::vector<int64_t> partition_;  // --sharding partition: this rank's shard
