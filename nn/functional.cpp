@@ -13,6 +13,7 @@
 #include "core/trace.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/bf16_ops.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/linear.h"
@@ -21,6 +22,7 @@
 #include "kernels/cuda/ops.h"
 #include "kernels/dispatch.h"
 #include "nn/lambda_node.h"
+#include "nn/precision.h"
 
 namespace engine::nn {
 namespace {
@@ -28,6 +30,12 @@ namespace {
 namespace kc = kernels::cpu;
 namespace kg = kernels::cuda;  // stubs that throw in a build without CUDA
 using kernels::call;
+
+// The bf16 kernel or the fp32 one (overloaded fp32 kernels resolve to the bf16 one's type).
+template <class F>
+F* pick(bool bf16, F* bf16_fn, F* fp32_fn) {
+  return bf16 ? bf16_fn : fp32_fn;
+}
 
 void check_dims(const char* op, const char* what, const Tensor& t, int64_t dims) {
   ENGINE_CHECK(t.defined(), op, ": ", what, " is undefined");
@@ -68,18 +76,23 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Device dev = same_device("linear", x, {{"weight", &w}, {"bias", &b}});
   kernels::LinearShape s{x.size(0), w.size(1), w.size(0)};
   Tensor y = Tensor::empty({s.n, s.out}, DType::F32, dev);
-  call(dev, kc::linear_forward, kg::linear_forward, f(x), f(w), f(b), f(y), s);
-  record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev](const Tensor& dy) {
+  const bool bf16 = matmul_precision() == Precision::BF16;  // the backward's too
+  call(dev, pick(bf16, kc::linear_forward_bf16, kc::linear_forward),
+       pick(bf16, kg::linear_forward_bf16, kg::linear_forward), f(x), f(w), f(b), f(y), s);
+  record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev, bf16](const Tensor& dy) {
     check_grad("linear", dy, dev);
     Tensor dx, dw, db;
     if (needs(x)) {
       dx = Tensor::empty(x.shape(), DType::F32, dev);
-      call(dev, kc::linear_backward_data, kg::linear_backward_data, f(dy), f(w), f(dx), s);
+      call(dev, pick(bf16, kc::linear_backward_data_bf16, kc::linear_backward_data),
+           pick(bf16, kg::linear_backward_data_bf16, kg::linear_backward_data), f(dy), f(w), f(dx),
+           s);
     }
     if (needs(w)) {
       dw = Tensor::empty(w.shape(), DType::F32, dev);
-      call(dev, kc::linear_backward_weight, kg::linear_backward_weight, f(dy), f(x), f(dw), s,
-           0.0f);
+      call(dev, pick(bf16, kc::linear_backward_weight_bf16, kc::linear_backward_weight),
+           pick(bf16, kg::linear_backward_weight_bf16, kg::linear_backward_weight), f(dy), f(x),
+           f(dw), s, 0.0f);
     }
     if (needs(b)) {
       db = Tensor::empty(b.shape(), DType::F32, dev);
@@ -102,19 +115,24 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
   const Device dev = same_device("conv2d", x, {{"weight", &w}, {"bias", &b}});
   Tensor y = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
   // Workspaces come from the device's allocator cache inside the kernels.
-  call(dev, kc::conv2d_forward, kg::conv2d_forward, f(x), f(w), f(b), f(y), s);
-  record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev](const Tensor& dy) {
+  const bool bf16 = matmul_precision() == Precision::BF16;  // the backward's too
+  call(dev, pick(bf16, kc::conv2d_forward_bf16, kc::conv2d_forward),
+       pick(bf16, kg::conv2d_forward_bf16, kg::conv2d_forward), f(x), f(w), f(b), f(y), s);
+  record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev, bf16](const Tensor& dy) {
     check_grad("conv2d", dy, dev);
     Tensor dx, dw, db;
     if (needs(x)) {
       dx = Tensor::empty(x.shape(), DType::F32, dev);
-      call(dev, kc::conv2d_backward_data, kg::conv2d_backward_data, f(dy), f(w), f(dx), s);
+      call(dev, pick(bf16, kc::conv2d_backward_data_bf16, kc::conv2d_backward_data),
+           pick(bf16, kg::conv2d_backward_data_bf16, kg::conv2d_backward_data), f(dy), f(w), f(dx),
+           s);
     }
     if (needs(b)) db = Tensor::empty(b.shape(), DType::F32, dev);
     if (needs(w)) {  // the filter pass also sums the bias gradient (fused on the CPU: dy read once)
       dw = Tensor::empty(w.shape(), DType::F32, dev);
-      call(dev, kc::conv2d_backward_filter, kg::conv2d_backward_filter, f(x), f(dy), f(dw), f(db),
-           s, 0.0f);
+      call(dev, pick(bf16, kc::conv2d_backward_filter_bf16, kc::conv2d_backward_filter),
+           pick(bf16, kg::conv2d_backward_filter_bf16, kg::conv2d_backward_filter), f(x), f(dy),
+           f(dw), f(db), s, 0.0f);
     } else if (needs(b)) {
       call(dev, kc::conv2d_backward_bias, kg::conv2d_backward_bias, f(dy), f(db), s, 0.0f);
     }

@@ -17,6 +17,10 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add("lr", &c.lr, "learning rate");
   f.add("momentum", &c.momentum, "SGD momentum");
   f.add_choice("optimizer", &c.optimizer, {"sgd", "adam"}, "optimizer");
+  f.add_choice("precision", &c.precision, {"fp32", "bf16"},
+               "bf16: convolutions and linear layers multiply bf16 operands with fp32 sums, as "
+               "PyTorch's autocast; weights, optimizer, BatchNorm, softmax and loss stay fp32 "
+               "(CPU: needs AVX512_BF16)");
   f.add("seed", &c.seed, "seed of initialisation, sharding, shuffling and dropout");
   f.add("threads", &c.threads,
         "CPU threads for kernels (0: $ENGINE_THREADS, else $OMP_NUM_THREADS, else usable cores / "

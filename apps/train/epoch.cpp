@@ -179,6 +179,7 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.train_loss = batches ? loss_sum / static_cast<double>(batches) : 0;
   r.images_per_s = t.train_s > 0 ? static_cast<double>(t.images) / t.train_s : 0;
   r.train_flop_per_image = flop_per_image_;
+  r.precision = c_.precision;
   trace::Scope ts("evaluate", "eval");
   evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
   return r;

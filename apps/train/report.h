@@ -14,6 +14,7 @@ struct EpochResult {
   int64_t test_correct = 0, test_count = 0;
   double images_per_s = 0, wall_s = 0;
   double train_flop_per_image = 0;  // forward + backward work per image (nn::FlopCount)
+  std::string precision = "fp32";   // --precision
 };
 
 // Progress within an epoch: a carriage-return bar on a terminal, a plain line every

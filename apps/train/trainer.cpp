@@ -21,7 +21,9 @@
 #include "core/thread_pool.h"
 #include "core/trace.h"
 #include "data/partition.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/peak.h"
+#include "nn/precision.h"
 
 namespace engine::apps {
 namespace {
@@ -122,6 +124,9 @@ void Trainer::run() {
 }
 
 void Trainer::connect() {
+  if (c_.precision == "bf16" &&
+      (c_.device == "cpu" || (c_.device == "auto" && cuda_device_count() == 0)))
+    kernels::cpu::require_avx512_bf16("--precision bf16");  // at once, before any rendezvous
   comm_ = connect_rank(c_);
   ENGINE_CHECK(c_.mode == "ddp" || !comm_,
                "--mode dp is one process driving several devices; this one is rank ",
@@ -166,6 +171,14 @@ void Trainer::build() {
   // This thread and the communicator's work on the rank's device from now on (no context on
   // any other GPU).
   if (device_.is_cuda()) cuda::set_home_device(device_.index);
+  const nn::Precision precision = c_.precision == "bf16" ? nn::Precision::BF16 : nn::Precision::F32;
+  if (precision == nn::Precision::BF16 && device_.is_cpu())
+    kernels::cpu::require_avx512_bf16("--precision bf16");  // --mode dp on CPUs, --device auto
+  nn::set_matmul_precision(precision);
+  if (rank_ == 0 && precision == nn::Precision::BF16 && !c_.eval_only)
+    std::printf(
+        "Precision bf16: conv2d and linear multiply bf16 operands with fp32 sums; weights, "
+        "optimizer, BatchNorm, softmax and loss in fp32\n");
   model_->to(device_);
   if (!c_.init_from.empty()) nn::load_state_dict(c_.init_from, *model_);
   opt_ = make_optimizer(c_, *model_);

@@ -55,6 +55,22 @@ ENGINE_CUDA_OP(void conv2d_backward_filter(int device, const float* x, const flo
 ENGINE_CUDA_OP(void conv2d_backward_bias(int device, const float* dy, float* db,
                                          const Conv2dShape& s, float beta))
 
+// ---- the same layers in bf16 (--precision bf16; kernels/cpu/bf16_ops.h has the contract:
+// bf16-rounded operands, fp32 accumulation, fp32 results; kernels/cuda/bf16_ops.cu the how) ----
+ENGINE_CUDA_OP(void linear_forward_bf16(int device, const float* x, const float* w, const float* b,
+                                        float* y, const LinearShape& s))
+ENGINE_CUDA_OP(void linear_backward_data_bf16(int device, const float* dy, const float* w,
+                                              float* dx, const LinearShape& s))
+ENGINE_CUDA_OP(void linear_backward_weight_bf16(int device, const float* dy, const float* x,
+                                                float* dw, const LinearShape& s, float beta))
+ENGINE_CUDA_OP(void conv2d_forward_bf16(int device, const float* x, const float* w, const float* b,
+                                        float* y, const Conv2dShape& s))
+ENGINE_CUDA_OP(void conv2d_backward_data_bf16(int device, const float* dy, const float* w,
+                                              float* dx, const Conv2dShape& s))
+ENGINE_CUDA_OP(void conv2d_backward_filter_bf16(int device, const float* x, const float* dy,
+                                                float* dw, float* db, const Conv2dShape& s,
+                                                float beta))
+
 // ---- elementwise ----
 ENGINE_CUDA_OP(void relu_forward(int device, const float* x, float* y, int64_t count))
 ENGINE_CUDA_OP(void relu_backward(int device, const float* dy, const float* y, float* dx,

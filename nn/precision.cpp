@@ -1,0 +1,33 @@
+// nn/precision.cpp: the process's matmul precision.
+#include "nn/precision.h"
+
+#include <atomic>
+
+namespace engine::nn {
+namespace {
+
+std::atomic<Precision> g_precision{Precision::F32};
+
+}  // namespace
+
+const char* precision_name(Precision p) {
+  return p == Precision::BF16 ? "bf16" : "fp32";
+}
+
+void set_matmul_precision(Precision p) {
+  g_precision = p;
+}
+
+Precision matmul_precision() {
+  return g_precision.load(std::memory_order_relaxed);
+}
+
+PrecisionScope::PrecisionScope(Precision p) : saved_(matmul_precision()) {
+  set_matmul_precision(p);
+}
+
+PrecisionScope::~PrecisionScope() {
+  set_matmul_precision(saved_);
+}
+
+}  // namespace engine::nn

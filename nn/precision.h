@@ -1,0 +1,34 @@
+// nn/precision.h: which precision the multiplying layers run in, chosen per op as PyTorch's CPU
+// autocast chooses: under Precision::BF16, conv2d and linear multiply bf16-rounded operands with
+// fp32 accumulation (kernels' *_bf16 functions), their backward too; softmax, losses, BatchNorm
+// statistics, pooling, the optimizer and the weights themselves stay fp32 (fp32 master weights,
+// so checkpoints move between precisions and to PyTorch). One setting per process, like
+// torch.set_float32_matmul_precision: train sets it from --precision before the model runs. An
+// op's backward uses the precision its forward ran in.
+#pragma once
+#include <string>
+
+namespace engine::nn {
+
+enum class Precision { F32, BF16 };
+
+// "fp32" or "bf16" (train --precision).
+const char* precision_name(Precision p);
+
+// Sets the precision; BF16 on the CPU throws unless it has AVX512_BF16 (the error names it).
+void set_matmul_precision(Precision p);
+Precision matmul_precision();
+
+// Sets the precision for its lifetime, then puts the previous one back (tests).
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(Precision p);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Precision saved_;
+};
+
+}  // namespace engine::nn
