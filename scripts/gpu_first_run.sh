@@ -13,6 +13,10 @@
 #
 #   scripts/gpu_first_run.sh                     # from the repository root
 #   REPORT=out.md BUILD_DIR=build-gpu DATA_DIR=/usr/share/datasets/fashion-mnist scripts/gpu_first_run.sh
+#   BUILD=0 SANITIZER_TOOLS=memcheck STEP_LIMIT=120 scripts/gpu_first_run.sh   # a short run
+# BUILD=0 uses BUILD_DIR as it is (built elsewhere, e.g. on a machine without a GPU); SANITIZER_TOOLS
+# picks compute-sanitizer's tools (default: memcheck racecheck synccheck; "" for none); STEP_LIMIT
+# caps every step's time limit in seconds (a step past it is killed and FAILs).
 # NVIDIA_SMI names the nvidia-smi to ask (the test suite points it at /bin/false).
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -51,6 +55,7 @@ row() {
 run() {
   local name=$1 limit=$2
   shift 2
+  [ -n "${STEP_LIMIT:-}" ] && [ "$STEP_LIMIT" -lt "$limit" ] && limit=$STEP_LIMIT
   N=$((N + 1))
   LOG="$TMP/step$N.log"
   echo "== $name: $*" >&2
@@ -91,9 +96,14 @@ check() {
 note() { printf '%s\n\n' "$*" >>"$DETAILS"; }
 
 # --- 1. build ---------------------------------------------------------------------------------
-check "configure (CUDA on)" 900 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DENGINE_CUDA=ON
-cfg=$RC
-check "build" 3600 cmake --build "$B" -j"$(nproc)"
+if [ "${BUILD:-1}" = 0 ]; then
+  check "the build as it is (BUILD=0): $B/apps/train runs" 60 "$B/apps/train" --help
+  cfg=$RC
+else
+  check "configure (CUDA on)" 900 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DENGINE_CUDA=ON
+  cfg=$RC
+  check "build" 3600 cmake --build "$B" -j"$(nproc)"
+fi
 if [ $cfg -ne 0 ] || [ $RC -ne 0 ]; then
   row "everything after the build" skip 0 "the build failed"
   BUILD_FAILED=1
@@ -122,10 +132,10 @@ steps_after_build() {
     *) row "gpu_selftest" FAIL "$SECS" "exit $RC: $(tail -n 1 "$LOG")" ;;
   esac
 
-  sanitizer_steps
   accuracy_step
   two_rank_steps
   bench_steps
+  sanitizer_steps  # last: the slowest, and the others' figures matter first
 }
 
 # --- 4. compute-sanitizer ---------------------------------------------------------------------
@@ -138,7 +148,8 @@ sanitizer_steps() {
     return
   fi
   local tool model
-  for tool in memcheck racecheck synccheck; do
+  [ -z "${SANITIZER_TOOLS-x}" ] && row "compute-sanitizer" skip 0 "SANITIZER_TOOLS is empty"
+  for tool in ${SANITIZER_TOOLS-memcheck racecheck synccheck}; do
     check "$tool: CUDA kernels" 3600 "$cs" --tool "$tool" --error-exitcode 99 "$T/test_kernels" --gtest_filter='CudaKernels.*'
     check "$tool: core CUDA" 3600 "$cs" --tool "$tool" --error-exitcode 99 "$T/test_core" --gtest_filter='Cuda*'
     check "$tool: device ops" 3600 "$cs" --tool "$tool" --error-exitcode 99 "$T/test_nn" --gtest_filter='DeviceOps.*'
@@ -270,28 +281,39 @@ bench_steps() {
   check "allreduce_bench, nccl ($w_nccl ranks)" 1800 "$A/allreduce_bench" --world-size "$w_nccl" --device cuda --backend nccl --collective all
 }
 
+# Stopped from outside (a timeout): the report still says what ran.
+stopped() {
+  row "the rest" FAIL 0 "stopped from outside (SIGTERM)"
+  [ -n "${LOG:-}" ] && { printf '### Stopped during step %s; its output so far\n\n```\n' "$N"; tail -n 100 "$LOG"; printf '```\n'; } >>"$DETAILS"
+  write_report
+  exit 124
+}
+trap stopped TERM
 [ $BUILD_FAILED -eq 0 ] && steps_after_build
 
 # --- the report ---------------------------------------------------------------------------------
-{
-  echo "# GPU first run, $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo
-  echo "Commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(hostname)."
-  echo "GPUs (index, uuid, name, driver):"
-  echo
-  printf '%s\n' "$gpus" | sed 's/^/    /'
-  echo
-  echo "Toolkit: $(nvcc --version 2>/dev/null | tail -n 1 || echo 'nvcc not found')"
-  echo
-  echo "**$([ $FAILED -eq 0 ] && echo "every step passed" || echo "$FAILED step(s) FAILED")**, $SKIPPED skipped."
-  echo
-  echo "| step | result | s | figures / notes |"
-  echo "|---|---|---|---|"
-  printf '%s\n' "${ROWS[@]}"
-  echo
-  echo "## Every step's command and output"
-  echo
-  cat "$DETAILS"
-} >"$REPORT"
+write_report() {
+  {
+    echo "# GPU first run, $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "Commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(hostname)."
+    echo "GPUs (index, uuid, name, driver):"
+    echo
+    printf '%s\n' "$gpus" | sed 's/^/    /'
+    echo
+    echo "Toolkit: $(nvcc --version 2>/dev/null | tail -n 1 || echo 'nvcc not found')"
+    echo
+    echo "**$([ $FAILED -eq 0 ] && echo "every step passed" || echo "$FAILED step(s) FAILED")**, $SKIPPED skipped."
+    echo
+    echo "| step | result | s | figures / notes |"
+    echo "|---|---|---|---|"
+    printf '%s\n' "${ROWS[@]}"
+    echo
+    echo "## Every step's command and output"
+    echo
+    cat "$DETAILS"
+  } >"$REPORT"
+}
+write_report
 echo "gpu_first_run: $FAILED failed, $SKIPPED skipped; report: $REPORT" >&2
 [ $FAILED -eq 0 ]

@@ -3,10 +3,11 @@
 // Per (device, shape) a Plan holds the descriptors and, found on first use of each pass, the
 // algorithm: cudnnFind*AlgorithmEx times the candidates on the real buffers (outputs go to a
 // scratch block, so finding never clobbers a gradient being accumulated), and the fastest
-// deterministic one that fits kMaxWorkspace is kept. Math is CUDNN_FMA_MATH: plain FP32, no TF32,
-// so results stay within float rounding of the CPU kernels. Workspace comes from the caching
-// allocator and goes back right after the call is queued: everything runs on the compute stream,
-// so the next user of that block is queued after this convolution.
+// deterministic one that fits kMaxWorkspace and multiplies directly (no FFT, no Winograd) is kept.
+// Math is CUDNN_FMA_MATH: plain FP32, no TF32, so results stay within float rounding of the CPU
+// kernels. Workspace comes from the caching allocator and goes back right after the call is queued:
+// everything runs on the compute stream, so the next user of that block is queued after this
+// convolution.
 #include <cudnn.h>
 
 #include <memory>
@@ -130,6 +131,22 @@ bool tensor_core_math(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
+// Algorithms that multiply in the input's own basis. FFT and Winograd transform the operands
+// first: deterministic, but about 1e-3 off in relative terms (seen on an H200: conv1's backward
+// filter and backward data with c_in = 1 were 2e-3 off the CPU), far beyond FP32 reassociation.
+bool direct_product(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
+}
+bool direct_product(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+}
+bool direct_product(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
 // The workspace to find with: the largest any heuristic candidate asks for, capped.
 template <class Perf>
 size_t find_workspace(const Perf* perf, int count) {
@@ -141,8 +158,8 @@ size_t find_workspace(const Perf* perf, int count) {
   return ws;
 }
 
-// The fastest (results come sorted by time) deterministic FP32 algorithm that fits `ws`; else
-// the fastest FP32 one that fits.
+// The fastest (results come sorted by time) deterministic FP32 direct-product algorithm that fits
+// `ws`; else the fastest FP32 direct-product one that fits.
 template <class Perf, class Algo>
 void choose(const Perf* perf, int count, size_t ws, const char* pass, const Conv2dShape& s,
             Choice<Algo>& out) {
@@ -150,7 +167,8 @@ void choose(const Perf* perf, int count, size_t ws, const char* pass, const Conv
   for (int pass_no = 0; pass_no < 2 && !pick; ++pass_no)
     for (int i = 0; i < count && !pick; ++i) {
       const Perf& r = perf[i];
-      if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ws || tensor_core_math(r.mathType))
+      if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ws || tensor_core_math(r.mathType) ||
+          !direct_product(r.algo))
         continue;
       if (pass_no == 0 && r.determinism != CUDNN_DETERMINISTIC) continue;
       pick = &r;

@@ -6,10 +6,6 @@
 // names it as the root cause. Torch 1.13's torchrun takes underscore options and, under Python
 // 3.11, needs --redirects 1 --tee 1; --monitor_interval 0.2 only makes it notice the end sooner
 // than its default 5 s.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "tests/apps/train_fixture.h"
 #include "tests/common/standalone_lock.h"
 
@@ -20,21 +16,6 @@ namespace {
 
 const std::string kTorchrun = "/usr/bin/torchrun";
 const std::string kTorchrunFlags = " --redirects 1 --tee 1 --monitor_interval 0.2 --no_python ";
-
-// A TCP port free right now: bound to port 0, read back, released.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
-}
 
 class TorchrunTest : public TrainTest {
  protected:
@@ -52,9 +33,8 @@ class TorchrunTest : public TrainTest {
   }
   // What `launch` gives for the same job: the reference weights.
   void expect_launchs_weights(const std::string& save) {
-    RunResult ref =
-        run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(free_port()) +
-            " -- " + train_args("ref.safetensors") + " --threads 1");
+    RunResult ref = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
+                        " -- " + train_args("ref.safetensors") + " --threads 1");
     ASSERT_EQ(ref.code, 0) << ref.output;
     expect_same_bits(path("ref.safetensors"), path(save));
   }
@@ -63,7 +43,7 @@ class TorchrunTest : public TrainTest {
 }  // namespace
 
 TEST_F(TorchrunTest, StaticOneNodeTwoRanksUsesTheAgentsStore) {
-  RunResult r = run(kTorchrun + " --nproc_per_node 2 --master_port " + std::to_string(free_port()) +
+  RunResult r = run(kTorchrun + " --nproc_per_node 2 --master_port " + std::to_string(port()) +
                     kTorchrunFlags + train_args("w.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   // torchrun sets OMP_NUM_THREADS=1 for its ranks.
@@ -76,7 +56,7 @@ TEST_F(TorchrunTest, StaticOneNodeTwoRanksUsesTheAgentsStore) {
 
 TEST_F(TorchrunTest, StaticTwoNodesOneRankEach) {
   const std::string node = kTorchrun + " --nnodes 2 --nproc_per_node 1 --master_addr 127.0.0.1 " +
-                           "--master_port " + std::to_string(free_port());
+                           "--master_port " + std::to_string(port());
   RunResult r =
       run("(" + node + " --node_rank 1" + kTorchrunFlags + train_args("w1.safetensors") +
           " --threads 1 > " + path("node1.log") + " 2>&1; echo node1=$? >> " + path("node1.log") +
@@ -98,7 +78,7 @@ TEST_F(TorchrunTest, Standalone) {
 
 TEST_F(TorchrunTest, C10dRendezvous) {
   RunResult r = run(kTorchrun + " --nnodes 1 --nproc_per_node 2 --rdzv_backend c10d " +
-                    "--rdzv_endpoint 127.0.0.1:" + std::to_string(free_port()) + kTorchrunFlags +
+                    "--rdzv_endpoint 127.0.0.1:" + std::to_string(port()) + kTorchrunFlags +
                     train_args("w.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   expect_launchs_weights("w.safetensors");
@@ -110,7 +90,7 @@ TEST_F(TorchrunTest, TheSummaryNamesTheRankThatFailedFirst) {
   const std::string train = kTrain + " --model linear --steps 20 --timeout 60 --data-dir " + data_;
   const std::string script = "if [ \"$RANK\" = 1 ]; then exec " + train + " --init-from " +
                              path("missing.safetensors") + "; else exec " + train + "; fi";
-  RunResult r = run(kTorchrun + " --nproc_per_node 2 --master_port " + std::to_string(free_port()) +
+  RunResult r = run(kTorchrun + " --nproc_per_node 2 --master_port " + std::to_string(port()) +
                     kTorchrunFlags + "/bin/sh -c '" + script + "'");
   EXPECT_NE(r.code, 0) << r.output;
   const size_t root = r.output.find("Root Cause (first observed failure):");

@@ -3,6 +3,8 @@
 // programs run through tests/common/run.h).
 #pragma once
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,10 +57,30 @@ class TrainTest : public ::testing::Test {
     write_dataset(data_, 512, 200);
   }
   std::string path(const std::string& name) const { return tmp_.file(name); }
-  // A port for this test's rendezvous, different across tests and concurrent test processes.
+  // A port for this test's rendezvous: below the kernel's ephemeral range (32768 and up), so no
+  // outgoing connection of another test can be holding it, spread by pid across concurrent test
+  // processes, and bindable right now (the next candidate otherwise).
   static int port() {
     static int next = 0;
-    return 20000 + (getpid() * 7 + next++ * 13) % 20000;
+    for (int tries = 0; tries < 64; ++tries) {
+      const int p = 20000 + (getpid() * 7 + next++ * 13) % 12000;
+      if (port_is_free(p)) return p;
+    }
+    ADD_FAILURE() << "no free TCP port in 20000..31999 after 64 tries";
+    return 0;
+  }
+  static bool port_is_free(int p) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    const int one = 1;  // as the store binds: a port in TIME_WAIT still counts as free
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(p));
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
   }
   TempDir tmp_;
   const fs::path& dir_ = tmp_.path();

@@ -35,11 +35,15 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1, fl
   return Tensor::from_vector(v, shape);
 }
 
-// max |got - want| / max(max |want|, 1e-30): the error norm of every comparison. A NaN must meet a
+// max |got - want| / max(max |want|, floor): the error norm of every comparison. A NaN must meet a
 // NaN (it then counts as equal); a NaN on one side only, or a size mismatch, is infinite.
-inline double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+// `floor` raises the scale for a result that cancels to almost nothing (a conv bias before a
+// BatchNorm, BatchNorm's input gradient over two values): its rounding follows the size of the
+// terms it was summed from, not its own.
+inline double rel_error(const std::vector<float>& got, const std::vector<float>& want,
+                        double floor = 1e-30) {
   if (got.size() != want.size()) return INFINITY;
-  double scale = 1e-30, err = 0;
+  double scale = floor, err = 0;
   for (float w : want)
     if (!std::isnan(w)) scale = std::max(scale, static_cast<double>(std::fabs(w)));
   for (size_t i = 0; i < got.size(); ++i) {
@@ -53,9 +57,16 @@ inline double rel_error(const std::vector<float>& got, const std::vector<float>&
 }
 
 // The same over two F32 tensors of any devices; the shapes must match.
-inline double rel_error(const Tensor& got, const Tensor& want) {
+inline double rel_error(const Tensor& got, const Tensor& want, double floor = 1e-30) {
   EXPECT_EQ(shape_str(got.shape()), shape_str(want.shape()));
-  return rel_error(got.to_vector(), want.to_vector());
+  return rel_error(got.to_vector(), want.to_vector(), floor);
+}
+
+// The largest |value| of a tensor (any device).
+inline double max_abs(const Tensor& t) {
+  double m = 0;
+  for (float v : t.to_vector()) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
 }
 
 inline double dot(const Tensor& a, const Tensor& b) {

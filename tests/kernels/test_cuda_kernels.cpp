@@ -227,7 +227,13 @@ TEST_F(CudaKernels, BatchNormMatchesCpu) {
     EXPECT_LT(rel_error(ginv.to_vector(), invstd), 1e-6);
     EXPECT_LT(rel_error(grm.to_vector(), rm), 1e-6);
     EXPECT_LT(rel_error(grv.to_vector(), rv), 1e-6);
-    EXPECT_LT(rel_error(gdx.to_vector(), dx), 1e-5);
+    // dx cancels to almost nothing where a channel has few values (two, in the last shape):
+    // relative to the size of its terms, gamma * invstd * dy.
+    double gain = 0, dy_max = 0;
+    for (int64_t c = 0; c < s.c; ++c) gain = std::max(gain, std::fabs(double{g[c]} * invstd[c]));
+    for (float v : dy) dy_max = std::max(dy_max, static_cast<double>(std::fabs(v)));
+    const double terms = gain * dy_max;
+    EXPECT_LT(rel_error(gdx.to_vector(), dx, terms), 1e-5) << s.n << "x" << s.c << "x" << s.hw;
     EXPECT_LT(rel_error(gdg.to_vector(), dg), 1e-5);
     EXPECT_LT(rel_error(gdb.to_vector(), db), 1e-5);
     EXPECT_LT(rel_error(gye.to_vector(), ye), 1e-6);

@@ -90,14 +90,20 @@ class DataParallelTest : public ::testing::TestWithParam<std::string> {
   double fwd_tol_ = 1e-6, grad_tol_ = 1e-5;
 };
 
-// Every parameter's gradient of `got` (after reduce_gradients) against `want`'s.
+// Every parameter's gradient of `got` (after reduce_gradients) against `want`'s, each relative to
+// its own largest value but to no less than 1% of the model's largest: a conv bias before a
+// BatchNorm has a gradient that cancels to rounding noise (on a GPU 0.7 of its own size).
 void expect_same_grads(const nn::Model& got, const nn::Model& want, double tol) {
   auto g = got.named_parameters(), w = want.named_parameters();
   ASSERT_EQ(g.size(), w.size());
+  double largest = 0;
+  for (const auto& [name, p] : w) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    largest = std::max(largest, engine::testing::max_abs(p.grad()));
+  }
   for (size_t i = 0; i < g.size(); ++i) {
-    ASSERT_TRUE(w[i].second.grad().defined()) << w[i].first;
     ASSERT_TRUE(g[i].second.grad().defined()) << g[i].first << " got no gradient";
-    EXPECT_LE(rel_error(g[i].second.grad(), w[i].second.grad()), tol) << g[i].first;
+    EXPECT_LE(rel_error(g[i].second.grad(), w[i].second.grad(), 1e-2 * largest), tol) << g[i].first;
   }
 }
 
