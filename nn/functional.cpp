@@ -141,26 +141,46 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
   return y;
 }
 
-Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
-  trace::Scope ts("max_pool2d", "forward");
-  check_dims("max_pool2d", "input", x, 4);
+namespace {
+
+// max_pool2d, or with relu fused (the kernels' arg is then -1 where no gradient flows, which the
+// same backward kernel honours).
+Tensor pool(const char* op, const Tensor& x, int kernel, int stride, bool with_relu) {
+  trace::Scope ts(op, "forward");
+  check_dims(op, "input", x, 4);
   kernels::Pool2dShape s{x.size(0), x.size(1), x.size(2), x.size(3), kernel, stride};
-  ENGINE_CHECK(s.oh() > 0 && s.ow() > 0, "max_pool2d: input ", shape_str(x.shape()),
-               " is smaller than the window ", kernel);
+  ENGINE_CHECK(kernel > 0 && stride > 0 && s.oh() > 0 && s.ow() > 0, op, ": input ",
+               shape_str(x.shape()), " is smaller than the window ", kernel, " (stride ", stride,
+               ")");
   Shape out{s.n, s.c, s.oh(), s.ow()};
   const Device dev = x.device();
   Tensor y = Tensor::empty(out, DType::F32, dev);
   // The argmax of each window within its (H, W) plane: int32, as the SIMD kernel's float lanes.
   Tensor arg = Tensor::empty(out, DType::I32, dev);
-  call(dev, kc::max_pool2d_forward, kg::max_pool2d_forward, f(x), f(y), arg.data<int32_t>(), s);
-  record(y, "MaxPool2dBackward", {x}, [arg, s, dev, xs = x.shape()](const Tensor& dy) {
-    check_grad("max_pool2d", dy, dev);
-    Tensor dx = Tensor::empty(xs, DType::F32, dev);
-    call(dev, kc::max_pool2d_backward, kg::max_pool2d_backward, f(dy), arg.data<int32_t>(), f(dx),
-         s);
-    return std::vector<Tensor>{dx};
-  });
+  if (with_relu)
+    call(dev, kc::max_pool2d_relu_forward, kg::max_pool2d_relu_forward, f(x), f(y),
+         arg.data<int32_t>(), s);
+  else
+    call(dev, kc::max_pool2d_forward, kg::max_pool2d_forward, f(x), f(y), arg.data<int32_t>(), s);
+  record(y, with_relu ? "MaxPool2dReluBackward" : "MaxPool2dBackward", {x},
+         [op, arg, s, dev, xs = x.shape()](const Tensor& dy) {
+           check_grad(op, dy, dev);
+           Tensor dx = Tensor::empty(xs, DType::F32, dev);
+           call(dev, kc::max_pool2d_backward, kg::max_pool2d_backward, f(dy), arg.data<int32_t>(),
+                f(dx), s);
+           return std::vector<Tensor>{dx};
+         });
   return y;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
+  return pool("max_pool2d", x, kernel, stride, false);
+}
+
+Tensor max_pool2d_relu(const Tensor& x, int kernel, int stride) {
+  return pool("max_pool2d_relu", x, kernel, stride, true);
 }
 
 Tensor relu(const Tensor& x) {

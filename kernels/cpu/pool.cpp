@@ -1,4 +1,5 @@
-// kernels/cpu/pool.cpp: max pooling loops around kernels/pool.h, parallel over (n, c) planes.
+// kernels/cpu/pool.cpp: max pooling (and max pooling fused with relu) loops around kernels/pool.h,
+// parallel over (n, c) planes.
 #include "kernels/cpu/pool.h"
 
 #include <immintrin.h>
@@ -25,21 +26,34 @@ int64_t grain(const Pool2dShape& s) {
 }
 
 #if defined(__AVX512F__)
+// Lanes 2i of a row pair's 32 inputs, for the even columns; + 1 for the odd ones.
+inline __m512i even_lanes() {
+  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+
+// Masks of a block of n <= 16 outputs: inputs 0..15 (lo) and 16..31 (hi) of a row, outputs (out).
+struct RowMasks {
+  __mmask16 lo, hi, out;
+  explicit RowMasks(int64_t n)
+      : lo(static_cast<__mmask16>(n >= 8 ? 0xFFFF : (1u << (2 * n)) - 1)),
+        hi(static_cast<__mmask16>(n > 8 ? (1u << (2 * (n - 8))) - 1 : 0)),
+        out(static_cast<__mmask16>((1u << n) - 1)) {}
+};
+
 // 16 outputs of one output row at a time: even and odd columns of the two input rows are split
-// with permutes, then compared and selected under masks, in max_pool_window's order.
+// with permutes, then compared and selected under masks, in max_pool_window's order. With Relu,
+// as max_pool_relu_window: relu of the max, arg -1 where that is not > 0.
+template <bool Relu>
 void pool_row_2x2_avx512(const float* r0, const float* r1, float* y, int32_t* a, int64_t ow,
                          int32_t base0, int32_t base1) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i even = even_lanes();
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t j = 0; j < ow; j += 16) {
-    const int64_t n = std::min<int64_t>(16, ow - j);
-    const __mmask16 lo = static_cast<__mmask16>(n >= 8 ? 0xFFFF : (1u << (2 * n)) - 1);
-    const __mmask16 hi = static_cast<__mmask16>(n > 8 ? (1u << (2 * (n - 8))) - 1 : 0);
-    const __mmask16 out = static_cast<__mmask16>((1u << n) - 1);
+    const RowMasks m(std::min<int64_t>(16, ow - j));
     const float* p0 = r0 + 2 * j;
     const float* p1 = r1 + 2 * j;
-    const __m512 a0 = _mm512_maskz_loadu_ps(lo, p0), a1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
-    const __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+    const __m512 a0 = _mm512_maskz_loadu_ps(m.lo, p0), a1 = _mm512_maskz_loadu_ps(m.hi, p0 + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(m.lo, p1), b1 = _mm512_maskz_loadu_ps(m.hi, p1 + 16);
     const __m512 v[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
                          _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
     const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * j)), even);
@@ -56,34 +70,69 @@ void pool_row_2x2_avx512(const float* r0, const float* r1, float* y, int32_t* a,
       best = _mm512_mask_blend_ps(take, best, v[q]);
       bi = _mm512_mask_blend_epi32(take, bi, vi[q]);
     }
-    _mm512_mask_storeu_ps(y + j, out, best);
-    _mm512_mask_storeu_epi32(a + j, out, bi);
+    if constexpr (Relu) {
+      const __m512 zero = _mm512_setzero_ps();
+      const __mmask16 pos = _mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ);
+      best = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(best, zero, _CMP_LT_OQ), best, zero);
+      bi = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), pos, bi);
+    }
+    _mm512_mask_storeu_ps(y + j, m.out, best);
+    _mm512_mask_storeu_epi32(a + j, m.out, bi);
+  }
+}
+
+// Backward of one output row of a 2x2, stride-2 pool: writes the two input rows' first 2*ow
+// columns, dy where arg names the element, else 0 (windows do not overlap: no sums).
+void unpool_row_2x2_avx512(const float* dy, const int32_t* a, float* r0, float* r1, int64_t ow,
+                           int32_t base0, int32_t base1) {
+  const __m512i even = even_lanes();
+  // Interleave lanes of (e, o): e0 o0 e1 o1 ... (first 16), then e8 o8 ... (last 16).
+  const __m512i mix_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i mix_hi = _mm512_add_epi32(mix_lo, _mm512_set1_epi32(8));
+  for (int64_t j = 0; j < ow; j += 16) {
+    const RowMasks m(std::min<int64_t>(16, ow - j));
+    const __m512 g = _mm512_maskz_loadu_ps(m.out, dy + j);
+    const __m512i arg = _mm512_maskz_loadu_epi32(m.out, a + j);
+    const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * j)), even);
+    auto pick = [&](int32_t base) {
+      return _mm512_maskz_mov_ps(
+          _mm512_cmpeq_epi32_mask(arg, _mm512_add_epi32(col, _mm512_set1_epi32(base))), g);
+    };
+    const __m512 e0 = pick(base0), o0 = pick(base0 + 1), e1 = pick(base1), o1 = pick(base1 + 1);
+    float* p0 = r0 + 2 * j;
+    float* p1 = r1 + 2 * j;
+    _mm512_mask_storeu_ps(p0, m.lo, _mm512_permutex2var_ps(e0, mix_lo, o0));
+    _mm512_mask_storeu_ps(p0 + 16, m.hi, _mm512_permutex2var_ps(e0, mix_hi, o0));
+    _mm512_mask_storeu_ps(p1, m.lo, _mm512_permutex2var_ps(e1, mix_lo, o1));
+    _mm512_mask_storeu_ps(p1 + 16, m.hi, _mm512_permutex2var_ps(e1, mix_hi, o1));
   }
 }
 #endif
+
+// The window's result and arg: max_pool_window, or with Relu max_pool_relu_window.
+template <bool Relu>
+float window(const float* xp, int64_t w, int64_t r0, int64_t c0, int64_t k, int32_t* arg) {
+  return Relu ? max_pool_relu_window(xp, w, r0, c0, k, arg)
+              : max_pool_window(xp, w, r0, c0, k, arg);
+}
 
 // The tutorials' 2x2, stride-2 window (same result and NaN rule as max_pool_window).
+template <bool Relu>
 void pool_plane_2x2(const float* xp, float* yp, int32_t* ap, int64_t w, int64_t oh, int64_t ow) {
   for (int64_t i = 0; i < oh; ++i) {
-    const float* r0 = xp + 2 * i * w;
-    const float* r1 = r0 + w;
-    const int32_t base0 = static_cast<int32_t>(2 * i * w), base1 = base0 + static_cast<int32_t>(w);
 #if defined(__AVX512F__)
-    pool_row_2x2_avx512(r0, r1, yp + i * ow, ap + i * ow, ow, base0, base1);
+    const float* r0 = xp + 2 * i * w;
+    const int32_t base0 = static_cast<int32_t>(2 * i * w), base1 = base0 + static_cast<int32_t>(w);
+    pool_row_2x2_avx512<Relu>(r0, r0 + w, yp + i * ow, ap + i * ow, ow, base0, base1);
 #else
-    for (int64_t j = 0; j < ow; ++j) {
-      int32_t arg;
-      yp[i * ow + j] = max_pool_window(xp, w, 2 * i, 2 * j, 2, &arg);
-      ap[i * ow + j] = arg;
-    }
+    for (int64_t j = 0; j < ow; ++j)
+      yp[i * ow + j] = window<Relu>(xp, w, 2 * i, 2 * j, 2, &ap[i * ow + j]);
 #endif
   }
 }
 
-}  // namespace
-
-void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
-  check(s, "max_pool2d_forward");
+template <bool Relu>
+void pool_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
   const int64_t oh = s.oh(), ow = s.ow(), in_plane = s.h * s.w, out_plane = oh * ow;
   parallel_for(s.planes(), grain(s), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
@@ -91,15 +140,51 @@ void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShap
       float* yp = y + p * out_plane;
       int32_t* ap = arg + p * out_plane;
       if (s.k == 2 && s.stride == 2) {
-        pool_plane_2x2(xp, yp, ap, s.w, oh, ow);
+        pool_plane_2x2<Relu>(xp, yp, ap, s.w, oh, ow);
         continue;
       }
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j)
-          yp[i * ow + j] =
-              max_pool_window(xp, s.w, i * s.stride, j * s.stride, s.k, &ap[i * ow + j]);
+          yp[i * ow + j] = window<Relu>(xp, s.w, i * s.stride, j * s.stride, s.k, &ap[i * ow + j]);
     }
   });
+}
+
+// 2x2, stride 2: every input belongs to at most one window, so dx is written once, in order,
+// with no zero-fill pass (an odd last row or column, outside every window, is zeroed).
+void unpool_plane_2x2(const float* dyp, const int32_t* ap, float* dxp, int64_t h, int64_t w,
+                      int64_t oh, int64_t ow) {
+  for (int64_t i = 0; i < oh; ++i) {
+    float* r0 = dxp + 2 * i * w;
+    float* r1 = r0 + w;
+    const int32_t base0 = static_cast<int32_t>(2 * i * w), base1 = base0 + static_cast<int32_t>(w);
+#if defined(__AVX512F__)
+    unpool_row_2x2_avx512(dyp + i * ow, ap + i * ow, r0, r1, ow, base0, base1);
+#else
+    for (int64_t j = 0; j < ow; ++j) {
+      const float g = dyp[i * ow + j];
+      const int32_t a = ap[i * ow + j], c = static_cast<int32_t>(2 * j);
+      r0[2 * j] = a == base0 + c ? g : 0.f;
+      r0[2 * j + 1] = a == base0 + c + 1 ? g : 0.f;
+      r1[2 * j] = a == base1 + c ? g : 0.f;
+      r1[2 * j + 1] = a == base1 + c + 1 ? g : 0.f;
+    }
+#endif
+    if (w > 2 * ow) r0[w - 1] = r1[w - 1] = 0.f;
+  }
+  if (h > 2 * oh) std::fill(dxp + 2 * oh * w, dxp + h * w, 0.f);
+}
+
+}  // namespace
+
+void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
+  check(s, "max_pool2d_forward");
+  pool_forward<false>(x, y, arg, s);
+}
+
+void max_pool2d_relu_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
+  check(s, "max_pool2d_relu_forward");
+  pool_forward<true>(x, y, arg, s);
 }
 
 void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const Pool2dShape& s) {
@@ -108,10 +193,15 @@ void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const P
   parallel_for(s.planes(), grain(s), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       float* dxp = dx + p * in_plane;
-      std::fill(dxp, dxp + in_plane, 0.f);
       const float* dyp = dy + p * out_plane;
       const int32_t* ap = arg + p * out_plane;
-      for (int64_t i = 0; i < out_plane; ++i) dxp[ap[i]] += dyp[i];
+      if (s.k == 2 && s.stride == 2) {
+        unpool_plane_2x2(dyp, ap, dxp, s.h, s.w, s.oh(), s.ow());
+        continue;
+      }
+      std::fill(dxp, dxp + in_plane, 0.f);
+      for (int64_t i = 0; i < out_plane; ++i)
+        if (ap[i] >= 0) dxp[ap[i]] += dyp[i];
     }
   });
 }
