@@ -206,13 +206,16 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
   int64_t n = x.numel();
   uint64_t seed = gen.seed(), offset = gen.reserve(n);
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
-  // Same (seed, offset), same mask on CPU and CUDA.
-  call(dev, kc::dropout_forward, kg::dropout_forward, f(x), f(y), n, p, seed, offset);
-  // The mask is a pure function of (seed, offset): backward draws it again, nothing is saved.
-  record(y, "DropoutBackward", {x}, [n, p, seed, offset, dev](const Tensor& dy) {
+  // Same (seed, offset), same mask on CPU and CUDA. One byte per element is kept for the
+  // backward, which then draws no Philox numbers.
+  Tensor mask = Tensor::empty(x.shape(), DType::U8, dev);
+  call(dev, kc::dropout_forward_mask, kg::dropout_forward_mask, f(x), f(y), mask.data<uint8_t>(), n,
+       p, seed, offset);
+  record(y, "DropoutBackward", {x}, [n, p, mask, dev](const Tensor& dy) {
     check_grad("dropout", dy, dev);
     Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
-    call(dev, kc::dropout_backward, kg::dropout_backward, f(dy), f(dx), n, p, seed, offset);
+    call(dev, kc::dropout_backward_mask, kg::dropout_backward_mask, f(dy), mask.data<uint8_t>(),
+         f(dx), n, p);
     return std::vector<Tensor>{dx};
   });
   return y;

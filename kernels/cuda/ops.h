@@ -80,6 +80,11 @@ ENGINE_CUDA_OP(void dropout_forward(int device, const float* x, float* y, int64_
                                     uint64_t seed, uint64_t offset))
 ENGINE_CUDA_OP(void dropout_backward(int device, const float* dy, float* dx, int64_t count, float p,
                                      uint64_t seed, uint64_t offset))
+// The same, keeping mask[i] = 1 if kept else 0 (count bytes) for the backward.
+ENGINE_CUDA_OP(void dropout_forward_mask(int device, const float* x, float* y, uint8_t* mask,
+                                         int64_t count, float p, uint64_t seed, uint64_t offset))
+ENGINE_CUDA_OP(void dropout_backward_mask(int device, const float* dy, const uint8_t* mask,
+                                          float* dx, int64_t count, float p))
 ENGINE_CUDA_OP(void dropout2d_forward(int device, const float* x, float* y, int64_t planes,
                                       int64_t plane_size, float p, uint64_t seed, uint64_t offset))
 ENGINE_CUDA_OP(void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes,

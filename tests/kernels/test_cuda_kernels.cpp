@@ -176,6 +176,27 @@ TEST_F(CudaKernels, DropoutMasksEqualCpuMasks) {
   EXPECT_EQ(gy.to_vector(), y);
 }
 
+// The kept-mask path: the same bytes and outputs as the CPU's, and its backward.
+TEST_F(CudaKernels, DropoutKeptMaskMatchesCpu) {
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{65}, int64_t{100003}})
+    for (float prob : {0.f, 0.3f, 1.f}) {
+      const auto x = filled(n, 33), dy = filled(n, 34);
+      std::vector<float> y(n), dx(n);
+      std::vector<uint8_t> mask(n);
+      kc::dropout_forward_mask(x.data(), y.data(), mask.data(), n, prob, 42, 0xFFFFFFF0);
+      kc::dropout_backward_mask(dy.data(), mask.data(), dx.data(), n, prob);
+      Tensor gx = up(x), gy = dempty(n), gdy = up(dy), gdx = dempty(n);
+      Tensor gmask = Tensor::empty({n}, DType::U8, dev());
+      kg::dropout_forward_mask(kDev, p(gx), p(gy), gmask.data<uint8_t>(), n, prob, 42, 0xFFFFFFF0);
+      kg::dropout_backward_mask(kDev, p(gdy), gmask.data<uint8_t>(), p(gdx), n, prob);
+      EXPECT_EQ(gy.to_vector(), y) << "n " << n << " p " << prob;
+      Tensor hmask = gmask.to(Device::cpu());
+      EXPECT_EQ(std::vector<uint8_t>(hmask.data<uint8_t>(), hmask.data<uint8_t>() + n), mask)
+          << "n " << n << " p " << prob;
+      EXPECT_EQ(gdx.to_vector(), dx) << "n " << n << " p " << prob;
+    }
+}
+
 TEST_F(CudaKernels, MaxPoolMatchesCpuIncludingIndices) {
   for (Pool2dShape s : {Pool2dShape{2, 3, 8, 8, 2, 2}, Pool2dShape{2, 2, 9, 7, 3, 2},
                         Pool2dShape{1, 1, 5, 5, 3, 1}}) {
