@@ -43,16 +43,35 @@ void affine(const float* x, float* y, const BatchNormShape& s, int64_t c, BnAffi
 }
 
 // Channel c's sum(dy) and sum((x - mean) * dy), in double and in a fixed order: what the
-// gradients of gamma and beta are, and what the training-mode input gradient needs.
+// gradients of gamma and beta are, and what the training-mode input gradient needs. Both sums in
+// one pass over each plane, each in plane_sum's lanes and order (the same values as two passes).
 struct DySums {
   double sum_dy = 0, dotp = 0;
 };
 DySums dy_sums(const float* dy, const float* x, float mean, const BatchNormShape& s, int64_t c) {
   DySums r;
+  const double m = double(mean);
   for_planes(s, c, [&](int64_t off) {
-    r.sum_dy += plane_sum(s.hw, [&](int64_t i) { return double(dy[off + i]); });
-    r.dotp += plane_sum(
-        s.hw, [&](int64_t i) { return (double(x[off + i]) - double(mean)) * double(dy[off + i]); });
+    const float* d = dy + off;
+    const float* xp = x + off;
+    double a[kL] = {}, b[kL] = {};
+    int64_t i = 0;
+    for (; i + kL <= s.hw; i += kL)
+      for (int l = 0; l < kL; ++l) {
+        a[l] += double(d[i + l]);
+        b[l] += (double(xp[i + l]) - m) * double(d[i + l]);
+      }
+    for (int l = 0; i + l < s.hw; ++l) {
+      a[l] += double(d[i + l]);
+      b[l] += (double(xp[i + l]) - m) * double(d[i + l]);
+    }
+    double ta = 0.0, tb = 0.0;
+    for (int l = 0; l < kL; ++l) {
+      ta += a[l];
+      tb += b[l];
+    }
+    r.sum_dy += ta;
+    r.dotp += tb;
   });
   return r;
 }
