@@ -81,32 +81,6 @@ void pool_row_2x2_avx512(const float* r0, const float* r1, float* y, int32_t* a,
   }
 }
 
-// Backward of one output row of a 2x2, stride-2 pool: writes the two input rows' first 2*ow
-// columns, dy where arg names the element, else 0 (windows do not overlap: no sums).
-void unpool_row_2x2_avx512(const float* dy, const int32_t* a, float* r0, float* r1, int64_t ow,
-                           int32_t base0, int32_t base1) {
-  const __m512i even = even_lanes();
-  // Interleave lanes of (e, o): e0 o0 e1 o1 ... (first 16), then e8 o8 ... (last 16).
-  const __m512i mix_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i mix_hi = _mm512_add_epi32(mix_lo, _mm512_set1_epi32(8));
-  for (int64_t j = 0; j < ow; j += 16) {
-    const RowMasks m(std::min<int64_t>(16, ow - j));
-    const __m512 g = _mm512_maskz_loadu_ps(m.out, dy + j);
-    const __m512i arg = _mm512_maskz_loadu_epi32(m.out, a + j);
-    const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * j)), even);
-    auto pick = [&](int32_t base) {
-      return _mm512_maskz_mov_ps(
-          _mm512_cmpeq_epi32_mask(arg, _mm512_add_epi32(col, _mm512_set1_epi32(base))), g);
-    };
-    const __m512 e0 = pick(base0), o0 = pick(base0 + 1), e1 = pick(base1), o1 = pick(base1 + 1);
-    float* p0 = r0 + 2 * j;
-    float* p1 = r1 + 2 * j;
-    _mm512_mask_storeu_ps(p0, m.lo, _mm512_permutex2var_ps(e0, mix_lo, o0));
-    _mm512_mask_storeu_ps(p0 + 16, m.hi, _mm512_permutex2var_ps(e0, mix_hi, o0));
-    _mm512_mask_storeu_ps(p1, m.lo, _mm512_permutex2var_ps(e1, mix_lo, o1));
-    _mm512_mask_storeu_ps(p1 + 16, m.hi, _mm512_permutex2var_ps(e1, mix_hi, o1));
-  }
-}
 #endif
 
 // The window's result and arg: max_pool_window, or with Relu max_pool_relu_window.
@@ -150,31 +124,6 @@ void pool_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) 
   });
 }
 
-// 2x2, stride 2: every input belongs to at most one window, so dx is written once, in order,
-// with no zero-fill pass (an odd last row or column, outside every window, is zeroed).
-void unpool_plane_2x2(const float* dyp, const int32_t* ap, float* dxp, int64_t h, int64_t w,
-                      int64_t oh, int64_t ow) {
-  for (int64_t i = 0; i < oh; ++i) {
-    float* r0 = dxp + 2 * i * w;
-    float* r1 = r0 + w;
-    const int32_t base0 = static_cast<int32_t>(2 * i * w), base1 = base0 + static_cast<int32_t>(w);
-#if defined(__AVX512F__)
-    unpool_row_2x2_avx512(dyp + i * ow, ap + i * ow, r0, r1, ow, base0, base1);
-#else
-    for (int64_t j = 0; j < ow; ++j) {
-      const float g = dyp[i * ow + j];
-      const int32_t a = ap[i * ow + j], c = static_cast<int32_t>(2 * j);
-      r0[2 * j] = a == base0 + c ? g : 0.f;
-      r0[2 * j + 1] = a == base0 + c + 1 ? g : 0.f;
-      r1[2 * j] = a == base1 + c ? g : 0.f;
-      r1[2 * j + 1] = a == base1 + c + 1 ? g : 0.f;
-    }
-#endif
-    if (w > 2 * ow) r0[w - 1] = r1[w - 1] = 0.f;
-  }
-  if (h > 2 * oh) std::fill(dxp + 2 * oh * w, dxp + h * w, 0.f);
-}
-
 }  // namespace
 
 void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
@@ -195,10 +144,8 @@ void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const P
       float* dxp = dx + p * in_plane;
       const float* dyp = dy + p * out_plane;
       const int32_t* ap = arg + p * out_plane;
-      if (s.k == 2 && s.stride == 2) {
-        unpool_plane_2x2(dyp, ap, dxp, s.h, s.w, s.oh(), s.ow());
-        continue;
-      }
+      // A zero fill then a scatter: in training (dx cold) this measured faster than writing each
+      // 2x2 window's four inputs in one pass with masked stores.
       std::fill(dxp, dxp + in_plane, 0.f);
       for (int64_t i = 0; i < out_plane; ++i)
         if (ap[i] >= 0) dxp[ap[i]] += dyp[i];

@@ -1,5 +1,5 @@
 // tests/kernels/test_pool.cpp: max pooling's known values and ties, NaN, argmax indices, a window
-// larger than the input; the 2x2 fast paths and the fused relu(max_pool2d) against the reference
+// larger than the input; the 2x2 fast path and the fused relu(max_pool2d) against the reference
 // and the unfused composition at awkward shapes. Against the reference (odd sizes, overlapping
 // windows): tests/kernels/test_bench_checks.cpp. Finite differences: tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
