@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include "core/hd.h"
-#include "kernels/activation.h"
 
 namespace engine::kernels {
 
@@ -34,15 +33,6 @@ ENGINE_HD float max_pool_window(const float* plane, int64_t w, int64_t r0, int64
     }
   *arg = static_cast<int32_t>(best_i);
   return best;
-}
-
-// relu of the window's max (= the max of the relu'd window); *arg = the argmax where the result is
-// > 0, else -1: no gradient flows back (max_pool2d_backward skips -1), as relu's own backward.
-ENGINE_HD float max_pool_relu_window(const float* plane, int64_t w, int64_t r0, int64_t c0,
-                                     int64_t k, int32_t* arg) {
-  const float y = relu(max_pool_window(plane, w, r0, c0, k, arg));
-  if (!(y > 0.f)) *arg = -1;
-  return y;
 }
 
 }  // namespace engine::kernels

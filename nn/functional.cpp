@@ -143,8 +143,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
 
 namespace {
 
-// max_pool2d, or with relu fused (the kernels' arg is then -1 where no gradient flows, which the
-// same backward kernel honours).
+// max_pool2d, or with relu fused (whose backward also reads y, for relu's gradient).
 Tensor pool(const char* op, const Tensor& x, int kernel, int stride, bool with_relu) {
   trace::Scope ts(op, "forward");
   check_dims(op, "input", x, 4);
@@ -157,19 +156,27 @@ Tensor pool(const char* op, const Tensor& x, int kernel, int stride, bool with_r
   Tensor y = Tensor::empty(out, DType::F32, dev);
   // The argmax of each window within its (H, W) plane: int32, as the SIMD kernel's float lanes.
   Tensor arg = Tensor::empty(out, DType::I32, dev);
-  if (with_relu)
-    call(dev, kc::max_pool2d_relu_forward, kg::max_pool2d_relu_forward, f(x), f(y),
-         arg.data<int32_t>(), s);
-  else
-    call(dev, kc::max_pool2d_forward, kg::max_pool2d_forward, f(x), f(y), arg.data<int32_t>(), s);
-  record(y, with_relu ? "MaxPool2dReluBackward" : "MaxPool2dBackward", {x},
-         [op, arg, s, dev, xs = x.shape()](const Tensor& dy) {
-           check_grad(op, dy, dev);
-           Tensor dx = Tensor::empty(xs, DType::F32, dev);
-           call(dev, kc::max_pool2d_backward, kg::max_pool2d_backward, f(dy), arg.data<int32_t>(),
-                f(dx), s);
-           return std::vector<Tensor>{dx};
-         });
+  int32_t* a = arg.data<int32_t>();
+  if (with_relu) {
+    call(dev, kc::max_pool2d_relu_forward, kg::max_pool2d_relu_forward, f(x), f(y), a, s);
+    record(y, "MaxPool2dReluBackward", {x},
+           [op, y = y.detach(), arg, s, dev, xs = x.shape()](const Tensor& dy) {
+             check_grad(op, dy, dev);
+             Tensor dx = Tensor::empty(xs, DType::F32, dev);
+             call(dev, kc::max_pool2d_relu_backward, kg::max_pool2d_relu_backward, f(dy), f(y),
+                  arg.data<int32_t>(), f(dx), s);
+             return std::vector<Tensor>{dx};
+           });
+    return y;
+  }
+  call(dev, kc::max_pool2d_forward, kg::max_pool2d_forward, f(x), f(y), a, s);
+  record(y, "MaxPool2dBackward", {x}, [op, arg, s, dev, xs = x.shape()](const Tensor& dy) {
+    check_grad(op, dy, dev);
+    Tensor dx = Tensor::empty(xs, DType::F32, dev);
+    call(dev, kc::max_pool2d_backward, kg::max_pool2d_backward, f(dy), arg.data<int32_t>(), f(dx),
+         s);
+    return std::vector<Tensor>{dx};
+  });
   return y;
 }
 

@@ -93,10 +93,12 @@ ENGINE_CUDA_OP(void dropout2d_backward(int device, const float* dy, float* dx, i
 // ---- max pooling: arg (N, C, OH, OW) int32 (DType::I32) index within the (H, W) plane ----
 ENGINE_CUDA_OP(void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg,
                                        const Pool2dShape& s))
-// relu(max_pool2d(x)) in one pass; arg -1 where y is not > 0 (as kernels/cpu/pool.h).
+// relu(max_pool2d(x)) in one pass, and its backward (y its output), as kernels/cpu/pool.h.
 ENGINE_CUDA_OP(void max_pool2d_relu_forward(int device, const float* x, float* y, int32_t* arg,
                                             const Pool2dShape& s))
-// Overwrites dx (an arg of -1 routes nothing); each input gathers from the windows covering it (no
+ENGINE_CUDA_OP(void max_pool2d_relu_backward(int device, const float* dy, const float* y,
+                                             const int32_t* arg, float* dx, const Pool2dShape& s))
+// Overwrites dx; each input gathers from the windows covering it (no
 // atomics: deterministic).
 ENGINE_CUDA_OP(void max_pool2d_backward(int device, const float* dy, const int32_t* arg, float* dx,
                                         const Pool2dShape& s))

@@ -221,8 +221,7 @@ TEST_F(CudaKernels, MaxPoolMatchesCpuIncludingIndices) {
   }
 }
 
-// The fused relu(max_pool2d): same values and indices (-1 where no gradient flows) as the CPU,
-// and the shared backward routes nothing for -1.
+// The fused relu(max_pool2d) and its backward: the CPU's values, indices and gradient.
 TEST_F(CudaKernels, MaxPoolReluMatchesCpuIncludingIndices) {
   for (Pool2dShape s : {Pool2dShape{2, 3, 8, 8, 2, 2}, Pool2dShape{3, 2, 7, 9, 2, 2},
                         Pool2dShape{2, 2, 9, 7, 3, 2}}) {
@@ -233,12 +232,12 @@ TEST_F(CudaKernels, MaxPoolReluMatchesCpuIncludingIndices) {
     std::vector<float> y(out), dx(x.size());
     std::vector<int32_t> arg(out);
     kc::max_pool2d_relu_forward(x.data(), y.data(), arg.data(), s);
-    kc::max_pool2d_backward(dy.data(), arg.data(), dx.data(), s);
+    kc::max_pool2d_relu_backward(dy.data(), y.data(), arg.data(), dx.data(), s);
     Tensor gx = up(x), gy = dempty(out), gdy = up(dy), gdx = dempty(x.size());
     Tensor garg = Tensor::empty({out}, DType::I32, dev());
     int32_t* ga = garg.data<int32_t>();
     kg::max_pool2d_relu_forward(kDev, p(gx), p(gy), ga, s);
-    kg::max_pool2d_backward(kDev, p(gdy), ga, p(gdx), s);
+    kg::max_pool2d_relu_backward(kDev, p(gdy), p(gy), ga, p(gdx), s);
     EXPECT_EQ(rel_error(gy.to_vector(), y), 0.0) << "k " << s.k << " stride " << s.stride;
     Tensor harg = garg.to(Device::cpu());
     EXPECT_EQ(std::vector<int32_t>(harg.data<int32_t>(), harg.data<int32_t>() + out), arg);

@@ -75,8 +75,9 @@ TEST(MaxPool2d, ForwardAndBackwardMatchReference) {
   }
 }
 
-// relu(max_pool2d(x)) fused equals both compositions: relu after pooling (values, indices) and
-// pooling after relu (the input gradient through relu_backward, exactly).
+// relu(max_pool2d(x)) fused equals both compositions: relu after pooling (values, indices, and
+// the gradient through relu_backward then max_pool2d_backward) and pooling after relu (values,
+// and the input gradient through max_pool2d_backward then relu_backward).
 TEST(MaxPool2dRelu, MatchesTheUnfusedComposition) {
   for (const Pool2dShape& s : kShapes) {
     const auto x = input(s, 7);
@@ -85,15 +86,17 @@ TEST(MaxPool2dRelu, MatchesTheUnfusedComposition) {
     std::vector<float> y(out), dx(in, NAN);
     std::vector<int32_t> arg(out);
     cpu::max_pool2d_relu_forward(x.data(), y.data(), arg.data(), s);
-    cpu::max_pool2d_backward(dy.data(), arg.data(), dx.data(), s);
+    cpu::max_pool2d_relu_backward(dy.data(), y.data(), arg.data(), dx.data(), s);
 
-    std::vector<float> py(out), ry(out);
+    std::vector<float> py(out), ry(out), dry(out), pdx(in);
     std::vector<int32_t> parg(out);
     cpu::max_pool2d_forward(x.data(), py.data(), parg.data(), s);
     cpu::relu_forward(py.data(), ry.data(), out);
     EXPECT_EQ(y, ry) << s.h << "x" << s.w << " k" << s.k;
-    for (int64_t i = 0; i < out; ++i)
-      ASSERT_EQ(arg[i], ry[i] > 0.f ? parg[i] : -1) << s.h << "x" << s.w << " output " << i;
+    EXPECT_EQ(arg, parg) << s.h << "x" << s.w << " k" << s.k;
+    cpu::relu_backward(dy.data(), ry.data(), dry.data(), out);
+    cpu::max_pool2d_backward(dry.data(), parg.data(), pdx.data(), s);
+    EXPECT_EQ(dx, pdx) << s.h << "x" << s.w << " k" << s.k;
 
     std::vector<float> r(in), r_pooled(out), dr(in), rdx(in);
     std::vector<int32_t> rarg(out);
@@ -114,9 +117,9 @@ TEST(MaxPool2dRelu, NaNPassesWithoutGradientAndAllNegativeGivesZero) {
   cpu::max_pool2d_relu_forward(x.data(), y.data(), arg.data(), s);
   EXPECT_TRUE(std::isnan(y[0]));
   EXPECT_EQ(y[1], 0.f);
-  EXPECT_EQ(arg, (std::vector<int32_t>{-1, -1}));
+  EXPECT_EQ(arg, (std::vector<int32_t>{1, 3}));  // the NaN; the max, -2
   const std::vector<float> dy = {1, 1};
-  cpu::max_pool2d_backward(dy.data(), arg.data(), dx.data(), s);
+  cpu::max_pool2d_relu_backward(dy.data(), y.data(), arg.data(), dx.data(), s);
   EXPECT_EQ(dx, std::vector<float>(8, 0.f));
 }
 
