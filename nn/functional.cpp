@@ -141,26 +141,53 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
   return y;
 }
 
-Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
-  trace::Scope ts("max_pool2d", "forward");
-  check_dims("max_pool2d", "input", x, 4);
+namespace {
+
+// max_pool2d, or with relu fused (whose backward also reads y, for relu's gradient).
+Tensor pool(const char* op, const Tensor& x, int kernel, int stride, bool with_relu) {
+  trace::Scope ts(op, "forward");
+  check_dims(op, "input", x, 4);
   kernels::Pool2dShape s{x.size(0), x.size(1), x.size(2), x.size(3), kernel, stride};
-  ENGINE_CHECK(s.oh() > 0 && s.ow() > 0, "max_pool2d: input ", shape_str(x.shape()),
-               " is smaller than the window ", kernel);
+  ENGINE_CHECK(kernel > 0 && stride > 0 && s.oh() > 0 && s.ow() > 0, op, ": input ",
+               shape_str(x.shape()), " is smaller than the window ", kernel, " (stride ", stride,
+               ")");
   Shape out{s.n, s.c, s.oh(), s.ow()};
   const Device dev = x.device();
   Tensor y = Tensor::empty(out, DType::F32, dev);
   // The argmax of each window within its (H, W) plane: int32, as the SIMD kernel's float lanes.
   Tensor arg = Tensor::empty(out, DType::I32, dev);
-  call(dev, kc::max_pool2d_forward, kg::max_pool2d_forward, f(x), f(y), arg.data<int32_t>(), s);
-  record(y, "MaxPool2dBackward", {x}, [arg, s, dev, xs = x.shape()](const Tensor& dy) {
-    check_grad("max_pool2d", dy, dev);
+  int32_t* a = arg.data<int32_t>();
+  if (with_relu) {
+    call(dev, kc::max_pool2d_relu_forward, kg::max_pool2d_relu_forward, f(x), f(y), a, s);
+    record(y, "MaxPool2dReluBackward", {x},
+           [op, y = y.detach(), arg, s, dev, xs = x.shape()](const Tensor& dy) {
+             check_grad(op, dy, dev);
+             Tensor dx = Tensor::empty(xs, DType::F32, dev);
+             call(dev, kc::max_pool2d_relu_backward, kg::max_pool2d_relu_backward, f(dy), f(y),
+                  arg.data<int32_t>(), f(dx), s);
+             return std::vector<Tensor>{dx};
+           });
+    return y;
+  }
+  call(dev, kc::max_pool2d_forward, kg::max_pool2d_forward, f(x), f(y), a, s);
+  record(y, "MaxPool2dBackward", {x}, [op, arg, s, dev, xs = x.shape()](const Tensor& dy) {
+    check_grad(op, dy, dev);
     Tensor dx = Tensor::empty(xs, DType::F32, dev);
     call(dev, kc::max_pool2d_backward, kg::max_pool2d_backward, f(dy), arg.data<int32_t>(), f(dx),
          s);
     return std::vector<Tensor>{dx};
   });
   return y;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
+  return pool("max_pool2d", x, kernel, stride, false);
+}
+
+Tensor max_pool2d_relu(const Tensor& x, int kernel, int stride) {
+  return pool("max_pool2d_relu", x, kernel, stride, true);
 }
 
 Tensor relu(const Tensor& x) {
@@ -186,13 +213,16 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
   int64_t n = x.numel();
   uint64_t seed = gen.seed(), offset = gen.reserve(n);
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
-  // Same (seed, offset), same mask on CPU and CUDA.
-  call(dev, kc::dropout_forward, kg::dropout_forward, f(x), f(y), n, p, seed, offset);
-  // The mask is a pure function of (seed, offset): backward draws it again, nothing is saved.
-  record(y, "DropoutBackward", {x}, [n, p, seed, offset, dev](const Tensor& dy) {
+  // Same (seed, offset), same mask on CPU and CUDA. One byte per element is kept for the
+  // backward, which then draws no Philox numbers.
+  Tensor mask = Tensor::empty(x.shape(), DType::U8, dev);
+  call(dev, kc::dropout_forward_mask, kg::dropout_forward_mask, f(x), f(y), mask.data<uint8_t>(), n,
+       p, seed, offset);
+  record(y, "DropoutBackward", {x}, [n, p, mask, dev](const Tensor& dy) {
     check_grad("dropout", dy, dev);
     Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
-    call(dev, kc::dropout_backward, kg::dropout_backward, f(dy), f(dx), n, p, seed, offset);
+    call(dev, kc::dropout_backward_mask, kg::dropout_backward_mask, f(dy), mask.data<uint8_t>(),
+         f(dx), n, p);
     return std::vector<Tensor>{dx};
   });
   return y;

@@ -15,6 +15,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding);
 // x (N, C, H, W) -> (N, C, (H-k)/s+1, (W-k)/s+1)
 Tensor max_pool2d(const Tensor& x, int kernel, int stride);
+// relu(max_pool2d(x, kernel, stride)) in one pass; equal to max_pool2d(relu(x)) (relu is
+// monotone), gradient included.
+Tensor max_pool2d_relu(const Tensor& x, int kernel, int stride);
 Tensor relu(const Tensor& x);
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity unless training.
 Tensor dropout(const Tensor& x, float p, bool training, Generator& gen);

@@ -68,7 +68,7 @@ Tensor ReLU::forward(const Tensor& x) {
   return relu(x);
 }
 Tensor MaxPool2d::forward(const Tensor& x) {
-  return max_pool2d(x, kernel, stride);
+  return with_relu ? max_pool2d_relu(x, kernel, stride) : max_pool2d(x, kernel, stride);
 }
 Tensor Dropout::forward(const Tensor& x) {
   return dropout(x, p, is_training(), gen);
@@ -79,13 +79,20 @@ Tensor Dropout2d::forward(const Tensor& x) {
 
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   register_module(std::to_string(layers_.size()), m);
+  auto* pool = dynamic_cast<MaxPool2d*>(m.get());
+  if (pool && !layers_.empty() && dynamic_cast<ReLU*>(layers_.back().get())) {
+    pool->with_relu = true;
+    fused_.back() = true;
+  }
   layers_.push_back(std::move(m));
+  fused_.push_back(false);
   return *this;
 }
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& m : layers_) y = (*m)(y);  // through operator(): traced and counted per layer
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (!fused_[i]) y = (*layers_[i])(y);  // through operator(): traced and counted per layer
   return y;
 }
 

@@ -41,8 +41,9 @@ class ReLU : public Module {
 class MaxPool2d : public Module {
  public:
   MaxPool2d(int kernel, int stride) : kernel(kernel), stride(stride) {}
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override;  // relu(max_pool2d(x)) when with_relu
   int kernel, stride;
+  bool with_relu = false;  // set by Sequential on a MaxPool2d that follows a ReLU
 };
 
 class Dropout : public Module {
@@ -63,12 +64,15 @@ class Dropout2d : public Module {
 
 class Sequential : public Module {
  public:
-  // Children are named "0", "1", ... as in PyTorch.
+  // Children are named "0", "1", ... as in PyTorch. A MaxPool2d added right after a ReLU takes
+  // the ReLU in (max_pool2d_relu, one pass; equal since relu is monotone): forward then skips
+  // that ReLU.
   Sequential& add(std::shared_ptr<Module> m);
   Tensor forward(const Tensor& x) override;
 
  private:
   std::vector<std::shared_ptr<Module>> layers_;
+  std::vector<bool> fused_;  // layers_[i] is a ReLU that the next layer runs
 };
 
 }  // namespace engine::nn

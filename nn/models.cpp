@@ -23,12 +23,12 @@ class SimpleCNN : public Model {
     fc1 = register_module("fc1", std::make_shared<Linear>(64 * 7 * 7, 128, g));
     fc2 = register_module("fc2", std::make_shared<Linear>(128, 10, g));
   }
-  Tensor forward(const Tensor& x) override {         // x (N, 1, 28, 28)
-    Tensor h = relu(max_pool2d((*conv1)(x), 2, 2));  // (N, 32, 14, 14)
-    h = relu(max_pool2d((*conv2)(h), 2, 2));         // (N, 64, 7, 7)
-    h = (*dropout1)(reshape(h, {-1, 64 * 7 * 7}));   // (N, 3136)
-    h = (*dropout2)(relu((*fc1)(h)));                // (N, 128)
-    return log_softmax((*fc2)(h));                   // (N, 10)
+  Tensor forward(const Tensor& x) override {        // x (N, 1, 28, 28)
+    Tensor h = max_pool2d_relu((*conv1)(x), 2, 2);  // relu(pool): (N, 32, 14, 14)
+    h = max_pool2d_relu((*conv2)(h), 2, 2);         // (N, 64, 7, 7)
+    h = (*dropout1)(reshape(h, {-1, 64 * 7 * 7}));  // (N, 3136)
+    h = (*dropout2)(relu((*fc1)(h)));               // (N, 128)
+    return log_softmax((*fc2)(h));                  // (N, 10)
   }
   Tensor loss(const Tensor& s, const Tensor& t) override { return nll_loss(s, t); }
   std::shared_ptr<Conv2d> conv1, conv2;
@@ -37,6 +37,7 @@ class SimpleCNN : public Model {
 };
 
 // seed 002: two (conv 5x5 p2, batchnorm, relu, maxpool) blocks, fc 1568->10, cross-entropy.
+// Sequential runs each block's relu and maxpool as one pass (max_pool2d_relu).
 class ConvNet : public Model {
  public:
   ConvNet(Generator& g) {
@@ -74,12 +75,12 @@ class Net : public Model {
     fc1 = register_module("fc1", std::make_shared<Linear>(320, 50, g));
     fc2 = register_module("fc2", std::make_shared<Linear>(50, 10, g));
   }
-  Tensor forward(const Tensor& x) override {                 // x (N, 1, 28, 28)
-    Tensor h = relu(max_pool2d((*conv1)(x), 2, 2));          // (N, 10, 12, 12)
-    h = relu(max_pool2d((*conv2_drop)((*conv2)(h)), 2, 2));  // (N, 20, 4, 4)
-    h = relu((*fc1)(reshape(h, {-1, 320})));                 // (N, 50)
-    h = dropout(h, p_, is_training(), dgen_);                // F.dropout(training=...)
-    return log_softmax((*fc2)(h));                           // (N, 10)
+  Tensor forward(const Tensor& x) override {                // x (N, 1, 28, 28)
+    Tensor h = max_pool2d_relu((*conv1)(x), 2, 2);          // relu(pool): (N, 10, 12, 12)
+    h = max_pool2d_relu((*conv2_drop)((*conv2)(h)), 2, 2);  // (N, 20, 4, 4)
+    h = relu((*fc1)(reshape(h, {-1, 320})));                // (N, 50)
+    h = dropout(h, p_, is_training(), dgen_);               // F.dropout(training=...)
+    return log_softmax((*fc2)(h));                          // (N, 10)
   }
   Tensor loss(const Tensor& s, const Tensor& t) override { return nll_loss(s, t); }
   std::shared_ptr<Conv2d> conv1, conv2;

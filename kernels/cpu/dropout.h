@@ -1,7 +1,9 @@
 // kernels/cpu/dropout.h: CPU dropout (elementwise) and dropout2d (whole (n, c) planes).
 // Masks come from Philox (kernels/dropout.h): the same (seed, offset) gives the same mask on
-// CPU and CUDA and in forward and backward, so backward needs no stored mask. The caller takes
-// offset = Generator::reserve(count) (dropout) or reserve(planes) (dropout2d).
+// CPU and CUDA and in forward and backward, so backward can draw it again (dropout_backward) or
+// read the one byte per element that dropout_forward_mask kept (dropout_backward_mask: no Philox
+// in backward). The caller takes offset = Generator::reserve(count) (dropout) or
+// reserve(planes) (dropout2d).
 #pragma once
 #include <cstdint>
 
@@ -15,6 +17,11 @@ void dropout_forward(const float* x, float* y, int64_t count, float p, uint64_t 
 // dx[i] = dy[i] / (1-p) under the same mask; dx may alias dy.
 void dropout_backward(const float* dy, float* dx, int64_t count, float p, uint64_t seed,
                       uint64_t offset);
+// dropout_forward that also writes mask[i] = 1 if element i is kept, else 0 (dropout_mask's).
+void dropout_forward_mask(const float* x, float* y, uint8_t* mask, int64_t count, float p,
+                          uint64_t seed, uint64_t offset);
+// dx[i] = mask[i] ? dy[i] / (1-p) : 0, the mask from dropout_forward_mask; dx may alias dy.
+void dropout_backward_mask(const float* dy, const uint8_t* mask, float* dx, int64_t count, float p);
 
 // x, y (N, C, H, W) as (planes = N*C, plane_size = H*W): plane q kept when
 // dropout_keep(seed, offset, q, p), then scaled by 1/(1-p).

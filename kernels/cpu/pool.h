@@ -10,8 +10,15 @@ namespace engine::kernels::cpu {
 // within its (H, W) plane (h*W + w), as torch's return_indices.
 void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s);
 
+// y = relu(max_pool2d(x)) (= max_pool2d(relu(x))) in one pass; arg as max_pool2d_forward's.
+void max_pool2d_relu_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s);
+
 // dx (N, C, H, W) = dy routed to the argmax of each window (summed where windows overlap).
 // Overwrites dx.
 void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const Pool2dShape& s);
+// Backward of max_pool2d_relu_forward (y its output): max_pool2d_backward of relu_grad(dy, y), in
+// one loop. Overwrites dx.
+void max_pool2d_relu_backward(const float* dy, const float* y, const int32_t* arg, float* dx,
+                              const Pool2dShape& s);
 
 }  // namespace engine::kernels::cpu

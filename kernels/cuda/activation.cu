@@ -1,6 +1,7 @@
 // kernels/cuda/activation.cu: ReLU and dropout, grid-stride loops around kernels/activation.h
 // and kernels/dropout.h. Dropout draws the same Philox numbers as the CPU: element i of a call
-// uses lane i % 4 of philox4x32(offset + i / 4, 0, seed), one Philox call per group of 4.
+// uses lane i % 4 of philox4x32(offset + i / 4, 0, seed), one Philox call per group of 4. The
+// _mask variants keep one byte per element for a backward without Philox.
 #include "core/error.h"
 #include "kernels/activation.h"
 #include "kernels/cuda/check.cuh"
@@ -18,17 +19,25 @@ __global__ void relu_backward_kernel(const float* dy, const float* y, float* dx,
   for (ENGINE_GRID_LOOP(i, count)) dx[i] = relu_grad(dy[i], y[i]);
 }
 
-// One thread per group of 4 elements.
-__global__ void dropout_kernel(const float* src, float* dst, int64_t count, float p, uint64_t seed,
-                               uint64_t offset) {
+// One thread per group of 4 elements; mask (when not null) gets each element's keep as 0 or 1.
+__global__ void dropout_kernel(const float* src, float* dst, uint8_t* mask, int64_t count, float p,
+                               uint64_t seed, uint64_t offset) {
   const float s = dropout_scale(p);
   const int64_t groups = (count + 3) / 4;
   for (ENGINE_GRID_LOOP(g, groups)) {
     bool keep[4];
     dropout_keep4(seed, offset, static_cast<uint64_t>(g), p, keep);
-    for (int64_t j = 0; j < 4 && 4 * g + j < count; ++j)
+    for (int64_t j = 0; j < 4 && 4 * g + j < count; ++j) {
       dst[4 * g + j] = dropout_apply(src[4 * g + j], keep[j], s);
+      if (mask) mask[4 * g + j] = keep[j] ? 1 : 0;
+    }
   }
+}
+
+__global__ void dropout_mask_backward_kernel(const float* dy, const uint8_t* mask, float* dx,
+                                             int64_t count, float p) {
+  const float s = dropout_scale(p);
+  for (ENGINE_GRID_LOOP(i, count)) dx[i] = dropout_apply(dy[i], mask[i] != 0, s);
 }
 
 // One thread per element; plane q = i / plane_size keeps dropout_keep(seed, offset, q, p), taken
@@ -55,14 +64,15 @@ void check_p(float p, const char* what) {
   ENGINE_CHECK(p >= 0.f && p <= 1.f, what, ": p must be in [0, 1], got ", p);
 }
 
-void launch_dropout(int device, const float* src, float* dst, int64_t count, float p, uint64_t seed,
-                    uint64_t offset, const char* what) {
+void launch_dropout(int device, const float* src, float* dst, uint8_t* mask, int64_t count, float p,
+                    uint64_t seed, uint64_t offset, const char* what) {
   check_count(count, what);
   check_p(p, what);
   if (count == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   dropout_kernel<<<blocks_for((count + 3) / 4), kThreads, 0,
-                   ::engine::cuda::compute_stream(device)>>>(src, dst, count, p, seed, offset);
+                   ::engine::cuda::compute_stream(device)>>>(src, dst, mask, count, p, seed,
+                                                             offset);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -101,12 +111,29 @@ void relu_backward(int device, const float* dy, const float* y, float* dx, int64
 
 void dropout_forward(int device, const float* x, float* y, int64_t count, float p, uint64_t seed,
                      uint64_t offset) {
-  launch_dropout(device, x, y, count, p, seed, offset, "cuda::dropout_forward");
+  launch_dropout(device, x, y, nullptr, count, p, seed, offset, "cuda::dropout_forward");
 }
 
 void dropout_backward(int device, const float* dy, float* dx, int64_t count, float p, uint64_t seed,
                       uint64_t offset) {
-  launch_dropout(device, dy, dx, count, p, seed, offset, "cuda::dropout_backward");
+  launch_dropout(device, dy, dx, nullptr, count, p, seed, offset, "cuda::dropout_backward");
+}
+
+void dropout_forward_mask(int device, const float* x, float* y, uint8_t* mask, int64_t count,
+                          float p, uint64_t seed, uint64_t offset) {
+  ENGINE_CHECK(mask || count == 0, "cuda::dropout_forward_mask: mask is null");
+  launch_dropout(device, x, y, mask, count, p, seed, offset, "cuda::dropout_forward_mask");
+}
+
+void dropout_backward_mask(int device, const float* dy, const uint8_t* mask, float* dx,
+                           int64_t count, float p) {
+  check_count(count, "cuda::dropout_backward_mask");
+  check_p(p, "cuda::dropout_backward_mask");
+  if (count == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  dropout_mask_backward_kernel<<<blocks_for(count), kThreads, 0,
+                                 ::engine::cuda::compute_stream(device)>>>(dy, mask, dx, count, p);
+  CUDA_CHECK_LAUNCH();
 }
 
 void dropout2d_forward(int device, const float* x, float* y, int64_t planes, int64_t plane_size,

@@ -80,6 +80,11 @@ ENGINE_CUDA_OP(void dropout_forward(int device, const float* x, float* y, int64_
                                     uint64_t seed, uint64_t offset))
 ENGINE_CUDA_OP(void dropout_backward(int device, const float* dy, float* dx, int64_t count, float p,
                                      uint64_t seed, uint64_t offset))
+// The same, keeping mask[i] = 1 if kept else 0 (count bytes) for the backward.
+ENGINE_CUDA_OP(void dropout_forward_mask(int device, const float* x, float* y, uint8_t* mask,
+                                         int64_t count, float p, uint64_t seed, uint64_t offset))
+ENGINE_CUDA_OP(void dropout_backward_mask(int device, const float* dy, const uint8_t* mask,
+                                          float* dx, int64_t count, float p))
 ENGINE_CUDA_OP(void dropout2d_forward(int device, const float* x, float* y, int64_t planes,
                                       int64_t plane_size, float p, uint64_t seed, uint64_t offset))
 ENGINE_CUDA_OP(void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes,
@@ -88,7 +93,13 @@ ENGINE_CUDA_OP(void dropout2d_backward(int device, const float* dy, float* dx, i
 // ---- max pooling: arg (N, C, OH, OW) int32 (DType::I32) index within the (H, W) plane ----
 ENGINE_CUDA_OP(void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg,
                                        const Pool2dShape& s))
-// Overwrites dx; each input gathers from the windows covering it (no atomics: deterministic).
+// relu(max_pool2d(x)) in one pass, and its backward (y its output), as kernels/cpu/pool.h.
+ENGINE_CUDA_OP(void max_pool2d_relu_forward(int device, const float* x, float* y, int32_t* arg,
+                                            const Pool2dShape& s))
+ENGINE_CUDA_OP(void max_pool2d_relu_backward(int device, const float* dy, const float* y,
+                                             const int32_t* arg, float* dx, const Pool2dShape& s))
+// Overwrites dx; each input gathers from the windows covering it (no
+// atomics: deterministic).
 ENGINE_CUDA_OP(void max_pool2d_backward(int device, const float* dy, const int32_t* arg, float* dx,
                                         const Pool2dShape& s))
 

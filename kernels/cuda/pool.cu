@@ -1,8 +1,10 @@
-// kernels/cuda/pool.cu: 2-d max pooling around kernels/pool.h's max_pool_window.
+// kernels/cuda/pool.cu: 2-d max pooling (and max pooling fused with relu) around kernels/pool.h's
+// max_pool_window and kernels/activation.h.
 // Forward: one thread per output. Backward: one thread per input element, which gathers dy from
 // every window covering it whose argmax is that element (in window order): no atomics, so the
 // sums where windows overlap are deterministic.
 #include "core/error.h"
+#include "kernels/activation.h"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/pool.h"
@@ -10,11 +12,15 @@
 namespace engine::kernels::cuda {
 namespace {
 
+// With Relu: relu of the max (arg as without).
+template <bool Relu>
 __global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* arg, Pool2dShape s) {
   const int64_t oh = s.oh(), ow = s.ow(), per_plane = oh * ow;
   for (ENGINE_GRID_LOOP(i, s.planes() * per_plane)) {
     const int64_t q = i / per_plane, r = (i - q * per_plane) / ow, c = i - q * per_plane - r * ow;
-    y[i] = max_pool_window(x + q * s.h * s.w, s.w, r * s.stride, c * s.stride, s.k, &arg[i]);
+    const float m =
+        max_pool_window(x + q * s.h * s.w, s.w, r * s.stride, c * s.stride, s.k, &arg[i]);
+    y[i] = Relu ? relu(m) : m;
   }
 }
 
@@ -27,8 +33,10 @@ __device__ __forceinline__ void covering(int64_t pos, int64_t k, int64_t stride,
   *hi = min(pos / stride, out - 1);
 }
 
-__global__ void max_pool_backward_kernel(const float* dy, const int32_t* arg, float* dx,
-                                         Pool2dShape s) {
+// With Relu (y the forward's output): the gradient through relu first, relu_grad(dy, y).
+template <bool Relu>
+__global__ void max_pool_backward_kernel(const float* dy, const float* y, const int32_t* arg,
+                                         float* dx, Pool2dShape s) {
   const int64_t oh = s.oh(), ow = s.ow(), plane = s.h * s.w;
   for (ENGINE_GRID_LOOP(i, s.planes() * plane)) {
     const int64_t q = i / plane, pos = i - q * plane, row = pos / s.w, col = pos - row * s.w;
@@ -39,7 +47,10 @@ __global__ void max_pool_backward_kernel(const float* dy, const int32_t* arg, fl
     const int64_t base = q * oh * ow;
     for (int64_t r = r0; r <= r1; ++r)
       for (int64_t c = c0; c <= c1; ++c)
-        if (arg[base + r * ow + c] == pos) g += dy[base + r * ow + c];
+        if (arg[base + r * ow + c] == pos) {
+          const int64_t o = base + r * ow + c;
+          g += Relu ? relu_grad(dy[o], y[o]) : dy[o];
+        }
     dx[i] = g;
   }
 }
@@ -51,27 +62,51 @@ void check(const Pool2dShape& s, const char* what) {
   ENGINE_CHECK(s.h * s.w <= INT32_MAX, what, ": plane over 2^31 elements for int32 indices");
 }
 
+template <bool Relu>
+void launch_forward(int device, const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
+  const int64_t count = s.planes() * s.oh() * s.ow();
+  if (count == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  max_pool_forward_kernel<Relu>
+      <<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(x, y, arg, s);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <bool Relu>
+void launch_backward(int device, const float* dy, const float* y, const int32_t* arg, float* dx,
+                     const Pool2dShape& s) {
+  const int64_t count = s.planes() * s.h * s.w;
+  if (count == 0) return;
+  ::engine::cuda::DeviceGuard guard(device);
+  max_pool_backward_kernel<Relu>
+      <<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(dy, y, arg, dx,
+                                                                                   s);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
   check(s, "cuda::max_pool2d_forward");
-  const int64_t count = s.planes() * s.oh() * s.ow();
-  if (count == 0) return;
-  ::engine::cuda::DeviceGuard guard(device);
-  max_pool_forward_kernel<<<blocks_for(count), kThreads, 0,
-                            ::engine::cuda::compute_stream(device)>>>(x, y, arg, s);
-  CUDA_CHECK_LAUNCH();
+  launch_forward<false>(device, x, y, arg, s);
+}
+
+void max_pool2d_relu_forward(int device, const float* x, float* y, int32_t* arg,
+                             const Pool2dShape& s) {
+  check(s, "cuda::max_pool2d_relu_forward");
+  launch_forward<true>(device, x, y, arg, s);
 }
 
 void max_pool2d_backward(int device, const float* dy, const int32_t* arg, float* dx,
                          const Pool2dShape& s) {
   check(s, "cuda::max_pool2d_backward");
-  const int64_t count = s.planes() * s.h * s.w;
-  if (count == 0) return;
-  ::engine::cuda::DeviceGuard guard(device);
-  max_pool_backward_kernel<<<blocks_for(count), kThreads, 0,
-                             ::engine::cuda::compute_stream(device)>>>(dy, arg, dx, s);
-  CUDA_CHECK_LAUNCH();
+  launch_backward<false>(device, dy, nullptr, arg, dx, s);
+}
+
+void max_pool2d_relu_backward(int device, const float* dy, const float* y, const int32_t* arg,
+                              float* dx, const Pool2dShape& s) {
+  check(s, "cuda::max_pool2d_relu_backward");
+  launch_backward<true>(device, dy, y, arg, dx, s);
 }
 
 }  // namespace engine::kernels::cuda

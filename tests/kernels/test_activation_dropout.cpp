@@ -75,6 +75,38 @@ TEST(Dropout, EdgeProbabilities) {
   EXPECT_THROW(cpu::dropout_forward(x.data(), y.data(), n, -0.1f, 5, 0), Error);
 }
 
+// The kept-mask path draws exactly dropout_keep's mask (the scalar Philox of kernels/dropout.h):
+// sizes around the 64-element SIMD block and the parallel grain, offsets whose counters carry
+// into the high word inside a block, every p, in place; its backward equals the redrawing one.
+TEST(Dropout, KeptMaskIsDropoutKeepsAndBackwardMatches) {
+  const int saved = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t n : {0, 1, 3, 4, 5, 63, 64, 65, 1000, 16383, 16385, 3 * 64 * 3136 + 7})
+      for (uint64_t offset : {uint64_t{0}, uint64_t{5}, uint64_t{0xFFFFFFF8}, ~uint64_t{0} - 20})
+        for (float p : {0.f, 0.25f, 0.5f, 1.f}) {
+          const auto x = filled(n, 8), dy = filled(n, 9);
+          const float scale = dropout_scale(p);
+          std::vector<float> y(n), dx(n), want_dx(n), inplace = x;
+          std::vector<uint8_t> mask(n, 7), want(n), mask2(n);
+          cpu::dropout_forward_mask(x.data(), y.data(), mask.data(), n, p, 31, offset);
+          cpu::dropout_mask(want.data(), n, p, 31, offset);
+          ASSERT_EQ(mask, want) << "n " << n << " offset " << offset << " p " << p;
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(y[i], want[i] ? x[i] * scale : 0.f) << "n " << n << " element " << i;
+          cpu::dropout_forward_mask(inplace.data(), inplace.data(), mask2.data(), n, p, 31, offset);
+          EXPECT_EQ(inplace, y);
+          cpu::dropout_backward_mask(dy.data(), mask.data(), dx.data(), n, p);
+          cpu::dropout_backward(dy.data(), want_dx.data(), n, p, 31, offset);
+          ASSERT_EQ(dx, want_dx) << "n " << n << " offset " << offset << " p " << p;
+        }
+  }
+  set_num_threads(saved);
+  std::vector<float> x(4), y(4);
+  EXPECT_THROW(cpu::dropout_forward_mask(x.data(), y.data(), nullptr, 4, 0.5f, 1, 0), Error);
+  EXPECT_THROW(cpu::dropout_backward_mask(x.data(), nullptr, y.data(), 0, 1.5f), Error);
+}
+
 TEST(Dropout, SameMaskForSameSeedAndOffsetAndBackwardUsesIt) {
   const int64_t n = 5003;
   const float p = 0.4f;

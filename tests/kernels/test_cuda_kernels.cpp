@@ -176,6 +176,27 @@ TEST_F(CudaKernels, DropoutMasksEqualCpuMasks) {
   EXPECT_EQ(gy.to_vector(), y);
 }
 
+// The kept-mask path: the same bytes and outputs as the CPU's, and its backward.
+TEST_F(CudaKernels, DropoutKeptMaskMatchesCpu) {
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{65}, int64_t{100003}})
+    for (float prob : {0.f, 0.3f, 1.f}) {
+      const auto x = filled(n, 33), dy = filled(n, 34);
+      std::vector<float> y(n), dx(n);
+      std::vector<uint8_t> mask(n);
+      kc::dropout_forward_mask(x.data(), y.data(), mask.data(), n, prob, 42, 0xFFFFFFF0);
+      kc::dropout_backward_mask(dy.data(), mask.data(), dx.data(), n, prob);
+      Tensor gx = up(x), gy = dempty(n), gdy = up(dy), gdx = dempty(n);
+      Tensor gmask = Tensor::empty({n}, DType::U8, dev());
+      kg::dropout_forward_mask(kDev, p(gx), p(gy), gmask.data<uint8_t>(), n, prob, 42, 0xFFFFFFF0);
+      kg::dropout_backward_mask(kDev, p(gdy), gmask.data<uint8_t>(), p(gdx), n, prob);
+      EXPECT_EQ(gy.to_vector(), y) << "n " << n << " p " << prob;
+      Tensor hmask = gmask.to(Device::cpu());
+      EXPECT_EQ(std::vector<uint8_t>(hmask.data<uint8_t>(), hmask.data<uint8_t>() + n), mask)
+          << "n " << n << " p " << prob;
+      EXPECT_EQ(gdx.to_vector(), dx) << "n " << n << " p " << prob;
+    }
+}
+
 TEST_F(CudaKernels, MaxPoolMatchesCpuIncludingIndices) {
   for (Pool2dShape s : {Pool2dShape{2, 3, 8, 8, 2, 2}, Pool2dShape{2, 2, 9, 7, 3, 2},
                         Pool2dShape{1, 1, 5, 5, 3, 1}}) {
@@ -193,6 +214,30 @@ TEST_F(CudaKernels, MaxPoolMatchesCpuIncludingIndices) {
     int32_t* ga = garg.data<int32_t>();
     kg::max_pool2d_forward(kDev, p(gx), p(gy), ga, s);
     kg::max_pool2d_backward(kDev, p(gdy), ga, p(gdx), s);
+    EXPECT_EQ(rel_error(gy.to_vector(), y), 0.0) << "k " << s.k << " stride " << s.stride;
+    Tensor harg = garg.to(Device::cpu());
+    EXPECT_EQ(std::vector<int32_t>(harg.data<int32_t>(), harg.data<int32_t>() + out), arg);
+    EXPECT_LT(rel_error(gdx.to_vector(), dx), 1e-6) << "k " << s.k << " stride " << s.stride;
+  }
+}
+
+// The fused relu(max_pool2d) and its backward: the CPU's values, indices and gradient.
+TEST_F(CudaKernels, MaxPoolReluMatchesCpuIncludingIndices) {
+  for (Pool2dShape s : {Pool2dShape{2, 3, 8, 8, 2, 2}, Pool2dShape{3, 2, 7, 9, 2, 2},
+                        Pool2dShape{2, 2, 9, 7, 3, 2}}) {
+    auto x = filled(s.n * s.c * s.h * s.w, 43);
+    x[17] = NAN;
+    const int64_t out = s.planes() * s.oh() * s.ow();
+    const auto dy = filled(out, 44);
+    std::vector<float> y(out), dx(x.size());
+    std::vector<int32_t> arg(out);
+    kc::max_pool2d_relu_forward(x.data(), y.data(), arg.data(), s);
+    kc::max_pool2d_relu_backward(dy.data(), y.data(), arg.data(), dx.data(), s);
+    Tensor gx = up(x), gy = dempty(out), gdy = up(dy), gdx = dempty(x.size());
+    Tensor garg = Tensor::empty({out}, DType::I32, dev());
+    int32_t* ga = garg.data<int32_t>();
+    kg::max_pool2d_relu_forward(kDev, p(gx), p(gy), ga, s);
+    kg::max_pool2d_relu_backward(kDev, p(gdy), p(gy), ga, p(gdx), s);
     EXPECT_EQ(rel_error(gy.to_vector(), y), 0.0) << "k " << s.k << " stride " << s.stride;
     Tensor harg = garg.to(Device::cpu());
     EXPECT_EQ(std::vector<int32_t>(harg.data<int32_t>(), harg.data<int32_t>() + out), arg);

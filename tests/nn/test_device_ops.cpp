@@ -103,6 +103,9 @@ TEST_F(DeviceOps, PoolReluReshape) {
       "max_pool2d overlapping", [](auto& in) { return nn::max_pool2d(in[0], 3, 2); },
       {leaf({2, 3, 9, 9}, 14)}, 1e-6);
   compare(
+      "max_pool2d_relu", [](auto& in) { return nn::max_pool2d_relu(in[0], 2, 2); },
+      {leaf({2, 3, 9, 8}, 19)}, 1e-6);
+  compare(
       "relu", [](auto& in) { return nn::relu(in[0]); }, {leaf({4, 50}, 15)}, 0);
   compare(
       "flatten", [](auto& in) { return nn::flatten(nn::relu(in[0])); }, {leaf({2, 3, 4, 4}, 16)},

@@ -68,6 +68,26 @@ TEST(Functional, MaxPoolForwardAndGrad) {
   gradcheck([](auto& in) { return nn::max_pool2d(in[0], 3, 2); }, {xo}, 1e-3, 2e-3);
 }
 
+// The fused op against both unfused orders, values and input gradients, then by finite differences.
+TEST(Functional, MaxPoolReluEqualsTheCompositionAndGrad) {
+  for (int k : {2, 3}) {
+    Tensor a = leaf({2, 3, 9, 7}, 21), b = leaf({2, 3, 9, 7}, 21), c = leaf({2, 3, 9, 7}, 21);
+    Tensor r = random_tensor({2, 3, (9 - k) / 2 + 1, (7 - k) / 2 + 1}, 22);
+    Tensor fused = nn::max_pool2d_relu(a, k, 2);
+    Tensor pool_relu = nn::relu(nn::max_pool2d(b, k, 2));
+    Tensor relu_pool = nn::max_pool2d(nn::relu(c), k, 2);
+    EXPECT_EQ(fused.to_vector(), pool_relu.to_vector()) << "k " << k;
+    EXPECT_EQ(fused.to_vector(), relu_pool.to_vector()) << "k " << k;
+    fused.backward(r);
+    pool_relu.backward(r);
+    relu_pool.backward(r);
+    EXPECT_EQ(a.grad().to_vector(), b.grad().to_vector()) << "k " << k;
+    EXPECT_EQ(a.grad().to_vector(), c.grad().to_vector()) << "k " << k;
+  }
+  gradcheck([](auto& in) { return nn::max_pool2d_relu(in[0], 2, 2); }, {leaf({2, 3, 6, 5}, 23)},
+            1e-3);
+}
+
 TEST(Functional, ReluForwardAndGrad) {
   Tensor x = Tensor::from_vector({-1, 0.5, 2, -3}, {4});
   EXPECT_EQ(nn::relu(x).to_vector(), (std::vector<float>{0, 0.5, 2, 0}));

@@ -9,6 +9,7 @@
 #include "io/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
+#include "nn/layers.h"
 #include "nn/models.h"
 #include "nn/optim.h"
 #include "tests/common/test_util.h"
@@ -91,6 +92,30 @@ TEST(Models, InitialisationBoundsAreKaimingUniform) {
     if (n == "conv1.weight") {
       EXPECT_GT(mx, 0.9f * bound);
     }
+  }
+}
+
+// A ReLU then a MaxPool2d in a Sequential run as one max_pool2d_relu: same values and gradients
+// as the two layers apart; a ReLU followed by anything else, or last, still runs on its own.
+TEST(Models, SequentialFusesReluThenMaxPool) {
+  auto pool = std::make_shared<nn::MaxPool2d>(2, 2);
+  nn::Sequential fused, apart;
+  fused.add(std::make_shared<nn::ReLU>()).add(std::make_shared<nn::ReLU>()).add(pool);
+  fused.add(std::make_shared<nn::ReLU>());
+  EXPECT_TRUE(pool->with_relu);
+  auto alone = std::make_shared<nn::MaxPool2d>(2, 2);
+  apart.add(alone).add(std::make_shared<nn::ReLU>());
+  EXPECT_FALSE(alone->with_relu);
+  for (nn::Sequential* s : {&fused, &apart}) {
+    Tensor a = engine::testing::random_tensor({2, 3, 7, 9}, 31), b = a.detach().clone();
+    a.set_requires_grad(true);
+    b.set_requires_grad(true);
+    Tensor r = engine::testing::random_tensor({2, 3, 3, 4}, 32);
+    Tensor y = (*s)(a), want = nn::max_pool2d(nn::relu(b), 2, 2);
+    EXPECT_EQ(y.to_vector(), want.to_vector());
+    y.backward(r);
+    want.backward(r);
+    EXPECT_EQ(a.grad().to_vector(), b.grad().to_vector());
   }
 }
 
