@@ -1,5 +1,6 @@
 // core/device.h: where a tensor lives: the CPU or one CUDA GPU (cuda:N).
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace engine {
