@@ -1,39 +1,47 @@
-// kernels/cpu/bf16_ops.cpp: the bf16 layers by rounding: each operand is rounded to bf16 into an
-// fp32 buffer, and the fp32 kernels multiply the rounded values (every product of two bf16 values
-// is exact in fp32, so this is bf16 multiplication with fp32 accumulation). The reference the
-// vdpbf16ps kernels are checked against.
+// kernels/cpu/bf16_ops.cpp: the bf16 layers on the vdpbf16ps GEMM (gemm_bf16.h): linear as one
+// GEMM per pass, stride-1 convolutions im2col-free (conv2d_bf16.h). Shapes the GEMM does not pay
+// off on (strided convolutions, a single input channel, tiny products) take the rounding
+// reference (reference_bf16.h), which gives the same values up to fp32 summation order.
 #include "kernels/cpu/bf16_ops.h"
 
 #include <bit>
 #include <cmath>
-#include <cstring>
 
-#include "core/allocator.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d_bf16.h"
 #include "kernels/cpu/cpu_features.h"
-#include "kernels/cpu/linear.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/reference_bf16.h"
 
 namespace engine::kernels::cpu {
 namespace {
 
-// A rounded copy of src in a block of the CPU allocator's cache, freed on scope exit.
-class Rounded {
- public:
-  Rounded(const float* src, int64_t count)
-      : n_(static_cast<size_t>(count > 0 ? count : 1) * sizeof(float)),
-        p_(static_cast<float*>(cpu_allocator::alloc(n_))) {
-    round_to_bf16(src, p_, count);
-  }
-  ~Rounded() { cpu_allocator::free(p_, n_); }
-  Rounded(const Rounded&) = delete;
-  Rounded& operator=(const Rounded&) = delete;
-  const float* get() const { return p_; }
+using detail::Bf16Operand;
+using detail::Bf16Output;
 
- private:
-  size_t n_;
-  float* p_;
-};
+void check(const LinearShape& s, const char* what) {
+  ENGINE_CHECK(s.n >= 0 && s.in > 0 && s.out > 0, what, ": bad shape N ", s.n, " in ", s.in,
+               " out ", s.out);
+}
+
+// (r, k) at p[r * rs + k * ks].
+Bf16Operand strided(const float* p, int64_t rs, int64_t ks) {
+  Bf16Operand o;
+  o.p = p, o.rs = rs, o.ks = ks;
+  return o;
+}
+
+// The GEMM's fixed costs (packing, two parallel regions) outweigh its gain below this.
+constexpr double kMinMacs = 1 << 18;
+
+// The conv passes that take the GEMM: stride 1 and more than one input channel (with Cin 1 the
+// forward's K is KH * KW alone, too short to gain over the fp32 direct kernels).
+bool conv_on_gemm(const Conv2dShape& s) {
+  return detail::conv2d_bf16_flat_supported(s) && s.c_in > 1 &&
+         static_cast<double>(s.y_count()) * s.k() >= kMinMacs;
+}
 
 }  // namespace
 
@@ -53,42 +61,51 @@ void round_to_bf16(const float* src, float* dst, int64_t count) {
 void linear_forward_bf16(const float* x, const float* w, const float* b, float* y,
                          const LinearShape& s) {
   require_avx512_bf16("linear in bf16");
-  Rounded xr(x, s.n * s.in), wr(w, s.out * s.in);
-  linear_forward(xr.get(), wr.get(), b, y, s);
+  check(s, "linear_forward_bf16");
+  // y (N, out) = x (N, in) w^T; w as the (out, in) operand.
+  Bf16Output c;
+  c.c = y, c.ldc = s.out, c.bias = b;
+  detail::gemm_bf16(s.n, s.out, s.in, strided(x, s.in, 1), strided(w, s.in, 1), c);
 }
 
 void linear_backward_data_bf16(const float* dy, const float* w, float* dx, const LinearShape& s) {
   require_avx512_bf16("linear in bf16");
-  Rounded dyr(dy, s.n * s.out), wr(w, s.out * s.in);
-  linear_backward_data(dyr.get(), wr.get(), dx, s);
+  check(s, "linear_backward_data_bf16");
+  // dx (N, in) = dy (N, out) w (out, in); w as the (in, out) operand.
+  Bf16Output c;
+  c.c = dx, c.ldc = s.in;
+  detail::gemm_bf16(s.n, s.in, s.out, strided(dy, s.out, 1), strided(w, 1, s.in), c);
 }
 
 void linear_backward_weight_bf16(const float* dy, const float* x, float* dw, const LinearShape& s,
                                  float beta) {
   require_avx512_bf16("linear in bf16");
-  Rounded dyr(dy, s.n * s.out), xr(x, s.n * s.in);
-  linear_backward_weight(dyr.get(), xr.get(), dw, s, beta);
+  check(s, "linear_backward_weight_bf16");
+  // dw (out, in) = dy^T (out, N) x (N, in) (+ beta dw): both read with N as the reduction.
+  Bf16Output c;
+  c.c = dw, c.ldc = s.in, c.beta = beta;
+  detail::gemm_bf16(s.out, s.in, s.n, strided(dy, 1, s.out), strided(x, 1, s.in), c);
 }
 
 void conv2d_forward_bf16(const float* x, const float* w, const float* b, float* y,
                          const Conv2dShape& s) {
   require_avx512_bf16("conv2d in bf16");
-  Rounded xr(x, s.x_count()), wr(w, s.w_count());
-  conv2d_forward(xr.get(), wr.get(), b, y, s);
+  if (!conv_on_gemm(s)) return conv2d_forward_bf16_reference(x, w, b, y, s);
+  detail::conv2d_forward_bf16_flat(x, w, b, y, s);
 }
 
 void conv2d_backward_data_bf16(const float* dy, const float* w, float* dx, const Conv2dShape& s) {
   require_avx512_bf16("conv2d in bf16");
-  Rounded dyr(dy, s.y_count()), wr(w, s.w_count());
-  conv2d_backward_data(dyr.get(), wr.get(), dx, s);
+  if (!conv_on_gemm(s)) return conv2d_backward_data_bf16_reference(dy, w, dx, s);
+  detail::conv2d_backward_data_bf16_flat(dy, w, dx, s);
 }
 
 void conv2d_backward_filter_bf16(const float* x, const float* dy, float* dw, float* db,
                                  const Conv2dShape& s, float beta) {
   require_avx512_bf16("conv2d in bf16");
+  if (!conv_on_gemm(s)) return conv2d_backward_filter_bf16_reference(x, dy, dw, db, s, beta);
   if (db) conv2d_backward_bias(dy, db, s, beta);  // fp32 sum of the unrounded dy
-  Rounded xr(x, s.x_count()), dyr(dy, s.y_count());
-  conv2d_backward_filter(xr.get(), dyr.get(), dw, nullptr, s, beta);
+  detail::conv2d_backward_filter_bf16_flat(x, dy, dw, s, beta);
 }
 
 }  // namespace engine::kernels::cpu

@@ -1,0 +1,24 @@
+// kernels/cpu/conv2d_bf16.h: internal to bf16_ops.cpp: the stride-1 convolution passes on the
+// bf16 GEMM (gemm_bf16.h) without im2col buffers. Inputs are zero-padded into planes of width
+// Wp = W + 2 pad and read in place: output position q = oh * Wp + ow ("flat", as conv2d_flat.cpp)
+// sees input k = (ci, kh, kw) at q + ci * Hp * Wp + kh * Wp + kw; the Wp - OW positions past each
+// output row are computed and dropped.
+#pragma once
+
+#include "kernels/conv2d.h"
+
+namespace engine::kernels::cpu::detail {
+
+// What conv2d_*_bf16_flat take: stride 1; backward data also needs pad <= k - 1.
+bool conv2d_bf16_flat_supported(const Conv2dShape& s);
+
+void conv2d_forward_bf16_flat(const float* x, const float* w, const float* b, float* y,
+                              const Conv2dShape& s);
+// The forward of dy (padded by k - 1 - pad) with w flipped and transposed.
+void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
+                                    const Conv2dShape& s);
+// dw^T (K, Cout) = sum over samples of col (K, Q) dy^T (Q, Cout) (+ beta dw); no bias.
+void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw,
+                                      const Conv2dShape& s, float beta);
+
+}  // namespace engine::kernels::cpu::detail

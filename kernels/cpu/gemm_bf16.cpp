@@ -1,0 +1,269 @@
+// kernels/cpu/gemm_bf16.cpp: the bf16 GEMM of gemm_bf16.h. B is packed whole into panels of NR
+// columns, A one panel of MR rows at a time by the thread that uses it; a panel holds K-pairs
+// interleaved as vdpbf16ps wants them: uint32 (low: k even, high: k odd) at [k / 2][row]. The
+// MR x NR microkernel keeps 16 fp32 zmm accumulators (8 x 32 or 16 x 16, the one that pads N
+// least). Code is compiled for AVX512_BF16 by target attributes, like peak.cpp.
+#include "kernels/cpu/gemm_bf16.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "core/allocator.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/bf16_ops.h"
+
+#define ENGINE_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+namespace engine::kernels::cpu::detail {
+namespace {
+
+// uint32 blocks of the CPU allocator's cache, freed on scope exit.
+class Words {
+ public:
+  explicit Words(int64_t count)
+      : n_(static_cast<size_t>(std::max<int64_t>(count, 16)) * 4),
+        p_(static_cast<uint32_t*>(cpu_allocator::alloc(n_))) {}
+  ~Words() { cpu_allocator::free(p_, n_); }
+  Words(const Words&) = delete;
+  Words& operator=(const Words&) = delete;
+  uint32_t* get() const { return p_; }
+
+ private:
+  size_t n_;
+  uint32_t* p_;
+};
+
+int64_t offset(int64_t i, int64_t stride, int64_t block, int64_t block_stride,
+               const int64_t* table) {
+  if (table) return table[i];
+  if (block) return i / block * block_stride + i % block * stride;
+  return i * stride;
+}
+int64_t roff(const Bf16Operand& o, int64_t r) {
+  return offset(r, o.rs, o.r_block, o.r_block_stride, o.r_off);
+}
+int64_t koff(const Bf16Operand& o, int64_t k) {
+  return offset(k, o.ks, o.k_block, o.k_block_stride, o.k_off);
+}
+// [i0, i0 + count) lies in one block (the offsets are i * stride apart there).
+bool one_block(int64_t i0, int64_t count, int64_t block) {
+  return block == 0 || i0 / block == (i0 + count - 1) / block;
+}
+
+uint32_t bf16_bits(float x) {
+  return std::bit_cast<uint32_t>(round_to_bf16(x)) >> 16;
+}
+
+// Panel rows [r0, r0 + rows) of o, K-pairs [k0 / 2, ceil(k1 / 2)), into dst[(k / 2 - k0 / 2) *
+// width + row]; rows >= rows and k >= k1 are zeros. k0 is even. Any layout, one element at a time.
+void pack_scalar(const Bf16Operand& o, int64_t r0, int64_t rows, int64_t k0, int64_t k1, int width,
+                 uint32_t* dst) {
+  for (int64_t k = k0; k < k1; k += 2)
+    for (int i = 0; i < width; ++i) {
+      uint32_t pair = 0;
+      if (i < rows) {
+        const int64_t r = roff(o, r0 + i);
+        pair = bf16_bits(o.p[r + koff(o, k)]);
+        if (k + 1 < k1) pair |= bf16_bits(o.p[r + koff(o, k + 1)]) << 16;
+      }
+      dst[(k - k0) / 2 * width + i] = pair;
+    }
+}
+
+// Rows contiguous (rs 1, no table): each K-pair is two runs of `rows` floats, converted with
+// vcvtne2ps2bf16 and interleaved with vpermw.
+ENGINE_BF16_TARGET void pack_rows_contiguous(const Bf16Operand& o, int64_t r0, int64_t rows,
+                                             int64_t k0, int64_t k1, int width, uint32_t* dst) {
+  alignas(64) static constexpr uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  const float* base = o.p + roff(o, r0);
+  for (int64_t k = k0; k < k1; k += 2) {
+    const float* p0 = base + koff(o, k);
+    const float* p1 = k + 1 < k1 ? base + koff(o, k + 1) : nullptr;
+    uint32_t* d = dst + (k - k0) / 2 * width;
+    for (int c = 0; c < width; c += 16) {
+      const int64_t valid = std::clamp<int64_t>(rows - c, 0, 16);
+      const __mmask16 lm = static_cast<__mmask16>((1u << valid) - 1);
+      const __m512 v0 = _mm512_maskz_loadu_ps(lm, p0 + c);
+      const __m512 v1 = p1 ? _mm512_maskz_loadu_ps(lm, p1 + c) : _mm512_setzero_ps();
+      const __m512i bf = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);  // v0 in the low half
+      const int lanes = std::min(16, width - c);
+      _mm512_mask_storeu_epi32(d + c, static_cast<__mmask16>((1u << lanes) - 1),
+                               _mm512_permutexvar_epi16(idx, bf));
+    }
+  }
+}
+
+// GCC 12 takes the _mm512_undefined_epi32 inside vpunpck*'s intrinsics for uninitialized use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// K contiguous (ks 1, no table), k0 a multiple of 32 and each run of 32 k in one block: 8 rows x
+// 32 k at a time are converted (16 pairs a row) and transposed into [pair][row].
+ENGINE_BF16_TARGET void pack_k_contiguous(const Bf16Operand& o, int64_t r0, int64_t rows,
+                                          int64_t k0, int64_t k1, int width, uint32_t* dst) {
+  for (int64_t kc = k0; kc < k1; kc += 32) {
+    const int64_t kn = std::min<int64_t>(32, k1 - kc), pairs = (kn + 1) / 2;
+    const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(kn, 16)) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>((1u << std::max<int64_t>(kn - 16, 0)) - 1);
+    const int64_t ko = koff(o, kc);
+    uint32_t* d = dst + (kc - k0) / 2 * width;
+    for (int g = 0; g < width; g += 8) {
+      __m512i r[8];
+      for (int i = 0; i < 8; ++i) {
+        if (g + i >= rows) {
+          r[i] = _mm512_setzero_si512();
+          continue;
+        }
+        const float* p = o.p + roff(o, r0 + g + i) + ko;
+        const __m512 lo = _mm512_maskz_loadu_ps(m0, p), hi = _mm512_maskz_loadu_ps(m1, p + 16);
+        r[i] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // dword m: pair m of the row
+      }
+      // 4 x 4 transposes in each 128-bit lane: t[j] lane l holds rows 0-3 of pair 4l + j.
+      __m512i t[4], u[4];
+      for (int h = 0; h < 2; ++h) {
+        __m512i* out = h ? u : t;
+        const __m512i* in = r + 4 * h;
+        const __m512i s0 = _mm512_unpacklo_epi32(in[0], in[1]);
+        const __m512i s1 = _mm512_unpackhi_epi32(in[0], in[1]);
+        const __m512i s2 = _mm512_unpacklo_epi32(in[2], in[3]);
+        const __m512i s3 = _mm512_unpackhi_epi32(in[2], in[3]);
+        out[0] = _mm512_unpacklo_epi64(s0, s2), out[1] = _mm512_unpackhi_epi64(s0, s2);
+        out[2] = _mm512_unpacklo_epi64(s1, s3), out[3] = _mm512_unpackhi_epi64(s1, s3);
+      }
+      alignas(64) uint32_t tt[4][16], uu[4][16];
+      for (int j = 0; j < 4; ++j) {
+        _mm512_store_si512(tt[j], t[j]);
+        _mm512_store_si512(uu[j], u[j]);
+      }
+      for (int64_t m = 0; m < pairs; ++m) {
+        const int64_t l = m / 4, j = m % 4;
+        std::memcpy(d + m * width + g, &tt[j][4 * l], 16);
+        std::memcpy(d + m * width + g + 4, &uu[j][4 * l], 16);
+      }
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+void pack(const Bf16Operand& o, int64_t r0, int64_t rows, int64_t k0, int64_t k1, int width,
+          uint32_t* dst) {
+  if (rows <= 0 || k1 <= k0) {
+    std::memset(dst, 0, sizeof(uint32_t) * width * ((k1 - k0 + 1) / 2 > 0 ? (k1 - k0 + 1) / 2 : 0));
+    return;
+  }
+  if (o.rs == 1 && !o.r_off && one_block(r0, rows, o.r_block)) {
+    pack_rows_contiguous(o, r0, rows, k0, k1, width, dst);
+    return;
+  }
+  bool kc = o.ks == 1 && !o.k_off && k0 % 32 == 0;
+  for (int64_t k = k0; kc && k < k1; k += 32)
+    kc = one_block(k, std::min<int64_t>(32, k1 - k), o.k_block);
+  if (kc)
+    pack_k_contiguous(o, r0, rows, k0, k1, width, dst);
+  else
+    pack_scalar(o, r0, rows, k0, k1, width, dst);
+}
+
+// tile (MR, 16 NV) = A panel (kp pairs x MR) times B panel (kp pairs x 16 NV).
+template <int MR, int NV>
+ENGINE_BF16_TARGET void microkernel(const uint32_t* a, const uint32_t* b, int64_t kp, float* tile) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < kp; ++kk) {
+    __m512bh bv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + (kk * NV + v) * 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[kk * MR + i]));
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + (i * NV + v) * 16, acc[i][v]);
+}
+
+// C rows [i0, i0 + rows), columns [j0, j0 + cols) = tile (+ beta C) (+ bias).
+ENGINE_BF16_TARGET void store_tile(const float* tile, int nr, int64_t i0, int64_t rows, int64_t j0,
+                                   int64_t cols, const Bf16Output& c) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row = c.row_off ? c.row_off[i0 + i] : (i0 + i) * c.ldc;
+    if (row < 0) continue;
+    const float* t = tile + i * nr;
+    if (c.cs != 1) {
+      for (int64_t j = 0; j < cols; ++j) {
+        float* p = c.c + row + (j0 + j) * c.cs;
+        float v = t[j] + (c.bias ? c.bias[j0 + j] : 0.f);
+        *p = c.beta == 0.f ? v : c.beta * *p + v;
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < cols; j += 16) {
+      const int64_t valid = std::min<int64_t>(16, cols - j);
+      const __mmask16 m = static_cast<__mmask16>((1u << valid) - 1);
+      float* p = c.c + row + j0 + j;
+      __m512 v = _mm512_loadu_ps(t + j);
+      if (c.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c.bias + j0 + j));
+      if (c.beta != 0.f)
+        v = _mm512_fmadd_ps(_mm512_set1_ps(c.beta), _mm512_maskz_loadu_ps(m, p), v);
+      _mm512_mask_storeu_ps(p, m, v);
+    }
+  }
+}
+
+template <int MR, int NV>
+void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
+          const Bf16Output& c) {
+  constexpr int NR = 16 * NV;
+  constexpr int64_t kChunk = 1024;  // k per B packing task (a multiple of 32)
+  const int64_t kp = (k + 1) / 2, mb = (m + MR - 1) / MR, nb = (n + NR - 1) / NR;
+  const int64_t chunks = std::max<int64_t>(1, (k + kChunk - 1) / kChunk);
+  Words bp(nb * kp * NR);
+  parallel_for(nb * chunks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t jb = t / chunks, k0 = t % chunks * kChunk;
+      pack(b, jb * NR, std::min<int64_t>(NR, n - jb * NR), k0, std::min(k, k0 + kChunk), NR,
+           bp.get() + jb * kp * NR + k0 / 2 * NR);
+    }
+  });
+  // Tiles in row-panel order, so a thread packs each A panel it needs once; ~256k MACs a task.
+  const int64_t grain = std::max<int64_t>(1, (1 << 18) / (MR * NR * std::max<int64_t>(kp, 1) * 2));
+  parallel_for(mb * nb, grain, [&](int64_t t0, int64_t t1) {
+    Words ap(kp * MR);
+    alignas(64) float tile[MR * NR];
+    int64_t packed = -1;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ib = t / nb, jb = t % nb;
+      const int64_t rows = std::min<int64_t>(MR, m - ib * MR);
+      if (ib != packed) pack(a, ib * MR, rows, 0, k, MR, ap.get()), packed = ib;
+      microkernel<MR, NV>(ap.get(), bp.get() + jb * kp * NR, kp, tile);
+      store_tile(tile, NR, ib * MR, rows, jb * NR, std::min<int64_t>(NR, n - jb * NR), c);
+    }
+  });
+}
+
+}  // namespace
+
+void gemm_bf16(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
+               const Bf16Output& c) {
+  if (m <= 0 || n <= 0) return;
+  // 16-column panels when they pad N less than 32-column ones (N = 10, 16, 48, ...).
+  if ((n + 15) / 16 * 16 < (n + 31) / 32 * 32)
+    gemm<16, 1>(m, n, k, a, b, c);
+  else
+    gemm<8, 2>(m, n, k, a, b, c);
+}
+
+}  // namespace engine::kernels::cpu::detail

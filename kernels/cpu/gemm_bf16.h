@@ -1,0 +1,38 @@
+// kernels/cpu/gemm_bf16.h: internal to the bf16 layers (bf16_ops.cpp, conv2d_bf16.cpp): the
+// GEMM C = A B with bf16 operands and fp32 sums on vdpbf16ps (AVX512_BF16; callers check it).
+// Operands are read in place from fp32 memory through strides, blocks or offset tables, rounded
+// to bf16 (nearest even) while they are packed into K-pair panels, so one GEMM serves linear,
+// im2col-free convolution and their gradients. Every element of C is summed by one thread in a
+// fixed order: results do not depend on the thread count or timing.
+#pragma once
+#include <cstdint>
+
+namespace engine::kernels::cpu::detail {
+
+// An (R, K) operand: element (r, k), r a row of A or a column of B and k the reduction index,
+// is at p[roff(r) + koff(k)], where roff(r) = r_off[r] when r_off is set, else
+// (r / r_block) * r_block_stride + (r % r_block) * rs (r_block 0: r * rs); koff likewise.
+struct Bf16Operand {
+  const float* p = nullptr;
+  int64_t rs = 0, ks = 0;
+  int64_t r_block = 0, r_block_stride = 0;
+  int64_t k_block = 0, k_block_stride = 0;
+  const int64_t* r_off = nullptr;
+  const int64_t* k_off = nullptr;
+};
+
+// C element (i, j) is at c[row(i) + j * cs], row(i) = row_off ? row_off[i] : i * ldc (a
+// negative row_off: row i is not stored). C = beta C + A B (+ bias[j]); beta 0 never reads C.
+struct Bf16Output {
+  float* c = nullptr;
+  int64_t ldc = 0, cs = 1;
+  const int64_t* row_off = nullptr;
+  const float* bias = nullptr;
+  float beta = 0.f;
+};
+
+// C (m, n) = A (m, k) B (k, n): a as (m, k) and b as (n, k) operands.
+void gemm_bf16(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
+               const Bf16Output& c);
+
+}  // namespace engine::kernels::cpu::detail
