@@ -36,8 +36,12 @@ Bf16Operand strided(const float* p, int64_t rs, int64_t ks) {
 // The GEMM's fixed costs (packing, two parallel regions) outweigh its gain below this.
 constexpr double kMinMacs = 1 << 18;
 
-// The conv passes that take the GEMM: stride 1 and more than one input channel (with Cin 1 the
-// forward's K is KH * KW alone, too short to gain over the fp32 direct kernels).
+bool linear_on_gemm(const LinearShape& s) {
+  return static_cast<double>(s.n) * s.in * s.out >= kMinMacs;
+}
+
+// The conv passes that take the GEMM: stride 1, even channel counts, more than one input (with Cin
+// 1 the forward's K is KH * KW alone, too short to gain over the fp32 direct kernels).
 bool conv_on_gemm(const Conv2dShape& s) {
   return detail::conv2d_bf16_flat_supported(s) && s.c_in > 1 &&
          static_cast<double>(s.y_count()) * s.k() >= kMinMacs;
@@ -62,6 +66,7 @@ void linear_forward_bf16(const float* x, const float* w, const float* b, float* 
                          const LinearShape& s) {
   require_avx512_bf16("linear in bf16");
   check(s, "linear_forward_bf16");
+  if (!linear_on_gemm(s)) return linear_forward_bf16_reference(x, w, b, y, s);
   // y (N, out) = x (N, in) w^T; w as the (out, in) operand.
   Bf16Output c;
   c.c = y, c.ldc = s.out, c.bias = b;
@@ -71,6 +76,7 @@ void linear_forward_bf16(const float* x, const float* w, const float* b, float* 
 void linear_backward_data_bf16(const float* dy, const float* w, float* dx, const LinearShape& s) {
   require_avx512_bf16("linear in bf16");
   check(s, "linear_backward_data_bf16");
+  if (!linear_on_gemm(s)) return linear_backward_data_bf16_reference(dy, w, dx, s);
   // dx (N, in) = dy (N, out) w (out, in); w as the (in, out) operand.
   Bf16Output c;
   c.c = dx, c.ldc = s.in;
@@ -81,6 +87,7 @@ void linear_backward_weight_bf16(const float* dy, const float* x, float* dw, con
                                  float beta) {
   require_avx512_bf16("linear in bf16");
   check(s, "linear_backward_weight_bf16");
+  if (!linear_on_gemm(s)) return linear_backward_weight_bf16_reference(dy, x, dw, s, beta);
   // dw (out, in) = dy^T (out, N) x (N, in) (+ beta dw): both read with N as the reduction.
   Bf16Output c;
   c.c = dw, c.ldc = s.in, c.beta = beta;

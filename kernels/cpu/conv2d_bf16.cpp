@@ -39,78 +39,101 @@ struct Flat {
   int64_t k() const { return c * kh * kw; }
 };
 
-// xp (n, per_sample) = x zero-padded to (c, Hp, Wp) planes, zeros after each sample's planes.
-void pad_input(const float* x, const Flat& f, int64_t per_sample, float* xp) {
-  const int64_t plane = f.hp() * f.wp();
-  parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      float* dst = xp + n * per_sample;
-      std::memset(dst, 0, sizeof(float) * per_sample);
-      for (int64_t ci = 0; ci < f.c; ++ci)
-        for (int64_t i = 0; i < f.h; ++i)
-          std::memcpy(dst + ci * plane + (i + f.ph) * f.wp() + f.pw,
-                      x + ((n * f.c + ci) * f.h + i) * f.w, sizeof(float) * f.w);
-    }
-  });
-}
-
-// offsets[k] of input k = (ci, kh, kw) in a padded sample.
-void kernel_offsets(const Flat& f, int64_t* off) {
-  for (int64_t ci = 0; ci < f.c; ++ci)
-    for (int64_t i = 0; i < f.kh; ++i)
-      for (int64_t j = 0; j < f.kw; ++j)
-        off[(ci * f.kh + i) * f.kw + j] = ci * f.hp() * f.wp() + i * f.wp() + j;
-}
-
 int64_t round_up(int64_t a, int64_t b) {
   return (a + b - 1) / b * b;
 }
 
-// y (n, c_out, OH, OW) = conv(x, weight) (+ bias): weight read as the (c_out, K) operand wt.
-void flat_forward(const float* x, const Flat& f, const Bf16Operand& wt, int64_t c_out,
+// xw (n, per_sample) words: x zero-padded to (c / 2, Hp, Wp) planes of bf16 channel pairs (low:
+// channel 2i, high: 2i + 1), zeros after each sample's planes.
+void pad_pairs(const float* x, const Flat& f, int64_t per_sample, uint32_t* xw) {
+  const int64_t plane = f.hp() * f.wp();
+  parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      uint32_t* dst = xw + n * per_sample;
+      std::memset(dst, 0, sizeof(uint32_t) * per_sample);
+      for (int64_t cp = 0; cp < f.c / 2; ++cp)
+        for (int64_t i = 0; i < f.h; ++i) {
+          const float* lo = x + ((n * f.c + 2 * cp) * f.h + i) * f.w;
+          bf16_pairs(lo, lo + f.h * f.w, f.w, dst + cp * plane + (i + f.ph) * f.wp() + f.pw);
+        }
+    }
+  });
+}
+
+// xb (n, per_sample): x zero-padded to (c, Hp, Wp) planes of bf16, zeros after each sample's.
+void pad_bf16(const float* x, const Flat& f, int64_t per_sample, uint16_t* xb) {
+  const int64_t plane = f.hp() * f.wp();
+  parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      uint16_t* dst = xb + n * per_sample;
+      std::memset(dst, 0, sizeof(uint16_t) * per_sample);
+      for (int64_t ci = 0; ci < f.c; ++ci)
+        for (int64_t i = 0; i < f.h; ++i)
+          to_bf16(x + ((n * f.c + ci) * f.h + i) * f.w, f.w,
+                  dst + ci * plane + (i + f.ph) * f.wp() + f.pw);
+    }
+  });
+}
+
+// The weight as the (c_out, K) operand of flat_forward, whose K runs over (channel pair, kh, kw,
+// channel parity): out channel j, input channel ch, kernel offset r at w[j * j_stride + ch *
+// ch_stride + (flip ? KH KW - 1 - r : r)].
+struct WeightView {
+  const float* w;
+  int64_t j_stride, ch_stride;
+  bool flip;
+};
+
+// y (n, c_out, OH, OW) = conv(x, weight) (+ bias). f.c must be even.
+void flat_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
                   const float* bias, float* y) {
   const int64_t qs = round_up(f.q(), 16), wp = f.wp(), ow = f.ow(), p = f.oh() * ow;
-  // Rows of the last panel of a sample read up to qs - q + wp past its planes.
-  const int64_t per_sample = f.c * f.hp() * wp + qs - f.q() + wp;
-  Block<float> xp(f.n * per_sample);
-  Block<int64_t> koff(f.k()), rows(f.n * qs);
-  pad_input(x, f, per_sample, xp.get());
-  kernel_offsets(f, koff.get());
+  const int64_t plane = f.hp() * wp, khw = f.kh * f.kw, kp = f.c / 2 * khw;
+  // Rows of the last panel of a sample read up to qs - q + wp words past its planes.
+  const int64_t per_sample = f.c / 2 * plane + qs - f.q() + wp;
+  Block<uint32_t> xw(f.n * per_sample);
+  Block<int64_t> akoff(kp), bkoff(2 * kp), rows(f.n * qs);
+  pad_pairs(x, f, per_sample, xw.get());
+  for (int64_t cp = 0; cp < f.c / 2; ++cp)
+    for (int64_t r = 0; r < khw; ++r) {
+      const int64_t kk = cp * khw + r, rw = wv.flip ? khw - 1 - r : r;
+      akoff.get()[kk] = 2 * (cp * plane + r / f.kw * wp + r % f.kw);  // in bf16 elements
+      bkoff.get()[2 * kk] = 2 * cp * wv.ch_stride + rw;
+      bkoff.get()[2 * kk + 1] = (2 * cp + 1) * wv.ch_stride + rw;
+    }
   for (int64_t n = 0; n < f.n; ++n)
     for (int64_t q = 0; q < qs; ++q)
       rows.get()[n * qs + q] = q < f.q() && q % wp < ow ? n * c_out * p + q / wp * ow + q % wp : -1;
-  Bf16Operand a;
-  a.p = xp.get(), a.rs = 1, a.r_block = qs, a.r_block_stride = per_sample, a.k_off = koff.get();
+  Bf16Operand a;  // pair kk of position (n, q) at word n * per_sample + q + akoff[kk] / 2
+  a.bf16 = reinterpret_cast<const uint16_t*>(xw.get()), a.rs = 2, a.r_block = qs,
+  a.r_block_stride = 2 * per_sample, a.k_off = akoff.get();
+  Bf16Operand b;
+  b.p = wv.w, b.rs = wv.j_stride, b.k_off = bkoff.get();
   Bf16Output out;
   out.c = y, out.cs = p, out.row_off = rows.get(), out.bias = bias;
-  gemm_bf16(f.n * qs, c_out, f.k(), a, wt, out);
+  gemm_bf16(f.n * qs, c_out, 2 * kp, a, b, out);
 }
 
 }  // namespace
 
 bool conv2d_bf16_flat_supported(const Conv2dShape& s) {
-  return s.stride == 1 && s.pad <= s.kh - 1 && s.pad <= s.kw - 1;
+  return s.stride == 1 && s.pad <= s.kh - 1 && s.pad <= s.kw - 1 && s.c_in % 2 == 0 &&
+         s.c_out % 2 == 0;
 }
 
 void conv2d_forward_bf16_flat(const float* x, const float* w, const float* b, float* y,
                               const Conv2dShape& s) {
-  Bf16Operand wt;  // (co, k) at w[co * K + k]
-  wt.p = w, wt.rs = s.k(), wt.ks = 1;
-  flat_forward(x, {s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw}, wt, s.c_out, b, y);
+  const WeightView wv{w, s.k(), s.kh * s.kw, false};  // w[co][ci][r]
+  flat_forward(x, {s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw}, wv, s.c_out, b, y);
 }
 
 void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
                                     const Conv2dShape& s) {
   // dx[ci] = sum over (co, i, j) of w[co, ci, KH-1-i, KW-1-j] dy[co] padded by (KH-1-pad) at
-  // (i, j): w' (ci, (co, i, j)) at w[co * Cin * KH * KW + ci * KH * KW + flipped (i, j)].
-  const int64_t khw = s.kh * s.kw, k = s.c_out * khw;
-  Block<int64_t> koff(k);
-  for (int64_t co = 0; co < s.c_out; ++co)
-    for (int64_t r = 0; r < khw; ++r) koff.get()[co * khw + r] = co * s.c_in * khw + khw - 1 - r;
-  Bf16Operand wt;
-  wt.p = w, wt.rs = khw, wt.k_off = koff.get();
+  // (i, j): out channel ci, input channel co, flipped offsets.
+  const WeightView wv{w, s.kh * s.kw, s.c_in * s.kh * s.kw, true};
   flat_forward(dy, {s.n, s.c_out, s.oh(), s.ow(), s.kh - 1 - s.pad, s.kw - 1 - s.pad, s.kh, s.kw},
-               wt, s.c_in, nullptr, dx);
+               wv, s.c_in, nullptr, dx);
 }
 
 void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw,
@@ -118,11 +141,15 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
   const Flat f{s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw};
   // Reduction over (n, q), q < qs; each sample's run a multiple of 32 (the packer's chunk).
   const int64_t qs = round_up(f.q(), 32), wp = f.wp(), ow = f.ow(), oh = f.oh();
-  const int64_t per_sample = f.c * f.hp() * wp + qs - f.q() + wp;
-  Block<float> xp(s.n * per_sample), dyf(s.n * s.c_out * qs);
+  const int64_t per_sample = round_up(f.c * f.hp() * wp + qs - f.q() + wp, 2);
+  Block<uint16_t> xb(s.n * per_sample);
+  Block<float> dyf(s.n * s.c_out * qs);
   Block<int64_t> koff(f.k());
-  pad_input(x, f, per_sample, xp.get());
-  kernel_offsets(f, koff.get());
+  pad_bf16(x, f, per_sample, xb.get());
+  for (int64_t ci = 0; ci < f.c; ++ci)
+    for (int64_t i = 0; i < f.kh; ++i)
+      for (int64_t j = 0; j < f.kw; ++j)
+        koff.get()[(ci * f.kh + i) * f.kw + j] = ci * f.hp() * wp + i * wp + j;
   // dyf (n, c_out, qs): dy on the flat positions, zeros on the dropped ones (they meet finite
   // padding or next-row inputs in xp, so they add exact zeros).
   parallel_for(s.n * s.c_out, 4, [&](int64_t r0, int64_t r1) {
@@ -133,8 +160,9 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
         std::memcpy(dst + i * wp, dy + (r * oh + i) * ow, sizeof(float) * ow);
     }
   });
-  Bf16Operand a;  // col (k, (n, q)) at xp[koff[k] + n * per_sample + q]
-  a.p = xp.get(), a.r_off = koff.get(), a.ks = 1, a.k_block = qs, a.k_block_stride = per_sample;
+  Bf16Operand a;  // col (k, (n, q)), pairs (q, q + 1) at xb[koff[k] + n * per_sample + q]
+  a.bf16 = xb.get(), a.r_off = koff.get(), a.ks = 2, a.k_block = qs / 2,
+  a.k_block_stride = per_sample;
   Bf16Operand b;  // dy ((n, q), co) at dyf[(n * c_out + co) * qs + q]
   b.p = dyf.get(), b.rs = qs, b.ks = 1, b.k_block = qs, b.k_block_stride = s.c_out * qs;
   Bf16Output out;  // dw^T (k, co) at dw[co * K + k]

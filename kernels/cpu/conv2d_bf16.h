@@ -2,14 +2,16 @@
 // bf16 GEMM (gemm_bf16.h) without im2col buffers. Inputs are zero-padded into planes of width
 // Wp = W + 2 pad and read in place: output position q = oh * Wp + ow ("flat", as conv2d_flat.cpp)
 // sees input k = (ci, kh, kw) at q + ci * Hp * Wp + kh * Wp + kw; the Wp - OW positions past each
-// output row are computed and dropped.
+// output row are computed and dropped. The forward reads its input as bf16 channel pairs in place
+// (no packing: the pair of k = (2i, kh, kw) and (2i + 1, kh, kw) is one 32-bit word), so the
+// channel counts must be even.
 #pragma once
 
 #include "kernels/conv2d.h"
 
 namespace engine::kernels::cpu::detail {
 
-// What conv2d_*_bf16_flat take: stride 1; backward data also needs pad <= k - 1.
+// What conv2d_*_bf16_flat take: stride 1, pad <= k - 1, even Cin and Cout.
 bool conv2d_bf16_flat_supported(const Conv2dShape& s);
 
 void conv2d_forward_bf16_flat(const float* x, const float* w, const float* b, float* y,

@@ -20,21 +20,23 @@
 namespace engine::kernels::cpu::detail {
 namespace {
 
-// uint32 blocks of the CPU allocator's cache, freed on scope exit.
-class Words {
+// T blocks of the CPU allocator's cache, freed on scope exit.
+template <class T>
+class Block {
  public:
-  explicit Words(int64_t count)
-      : n_(static_cast<size_t>(std::max<int64_t>(count, 16)) * 4),
-        p_(static_cast<uint32_t*>(cpu_allocator::alloc(n_))) {}
-  ~Words() { cpu_allocator::free(p_, n_); }
-  Words(const Words&) = delete;
-  Words& operator=(const Words&) = delete;
-  uint32_t* get() const { return p_; }
+  explicit Block(int64_t count)
+      : n_(static_cast<size_t>(std::max<int64_t>(count, 16)) * sizeof(T)),
+        p_(static_cast<T*>(cpu_allocator::alloc(n_))) {}
+  ~Block() { cpu_allocator::free(p_, n_); }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  T* get() const { return p_; }
 
  private:
   size_t n_;
-  uint32_t* p_;
+  T* p_;
 };
+using Words = Block<uint32_t>;
 
 int64_t offset(int64_t i, int64_t stride, int64_t block, int64_t block_stride,
                const int64_t* table) {
@@ -195,6 +197,38 @@ ENGINE_BF16_TARGET void microkernel(const uint32_t* a, const uint32_t* b, int64_
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + (i * NV + v) * 16, acc[i][v]);
 }
 
+// The same with A read in place (Bf16Operand::bf16): pair kk of row i at a + ro[i] + ko[kk].
+template <int MR, int NV>
+ENGINE_BF16_TARGET void microkernel_direct(const uint16_t* a, const int64_t* ro, const int64_t* ko,
+                                           const uint32_t* b, int64_t kp, float* tile) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  const uint16_t* rows[MR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) rows[i] = a + ro[i];
+  for (int64_t kk = 0; kk < kp; ++kk) {
+    const int64_t k = ko[kk];
+    __m512bh bv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + (kk * NV + v) * 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      uint32_t word;
+      std::memcpy(&word, rows[i] + k, 4);
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(word));
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + (i * NV + v) * 16, acc[i][v]);
+}
+
 // C rows [i0, i0 + rows), columns [j0, j0 + cols) = tile (+ beta C) (+ bias).
 ENGINE_BF16_TARGET void store_tile(const float* tile, int nr, int64_t i0, int64_t rows, int64_t j0,
                                    int64_t cols, const Bf16Output& c) {
@@ -240,6 +274,22 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
   });
   // Tiles in row-panel order, so a thread packs each A panel it needs once; ~256k MACs a task.
   const int64_t grain = std::max<int64_t>(1, (1 << 18) / (MR * NR * std::max<int64_t>(kp, 1) * 2));
+  if (a.bf16) {  // A in place: its pair offsets once, its row offsets per panel
+    Block<int64_t> ko(kp);
+    for (int64_t kk = 0; kk < kp; ++kk) ko.get()[kk] = koff(a, kk);
+    parallel_for(mb * nb, grain, [&](int64_t t0, int64_t t1) {
+      alignas(64) float tile[MR * NR];
+      int64_t ro[MR];
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t ib = t / nb, jb = t % nb;
+        const int64_t rows = std::min<int64_t>(MR, m - ib * MR);
+        for (int i = 0; i < MR; ++i) ro[i] = roff(a, ib * MR + (i < rows ? i : 0));
+        microkernel_direct<MR, NV>(a.bf16, ro, ko.get(), bp.get() + jb * kp * NR, kp, tile);
+        store_tile(tile, NR, ib * MR, rows, jb * NR, std::min<int64_t>(NR, n - jb * NR), c);
+      }
+    });
+    return;
+  }
   parallel_for(mb * nb, grain, [&](int64_t t0, int64_t t1) {
     Words ap(kp * MR);
     alignas(64) float tile[MR * NR];
@@ -254,7 +304,38 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
   });
 }
 
+ENGINE_BF16_TARGET void bf16_pairs_avx512(const float* lo, const float* hi, int64_t count,
+                                          uint32_t* dst) {
+  alignas(64) static constexpr uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 m = static_cast<__mmask16>((1u << std::min<int64_t>(16, count - i)) - 1);
+    const __m512 v0 = _mm512_maskz_loadu_ps(m, lo + i);
+    const __m512 v1 = hi ? _mm512_maskz_loadu_ps(m, hi + i) : _mm512_setzero_ps();
+    const __m512i bf = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+    _mm512_mask_storeu_epi32(dst + i, m, _mm512_permutexvar_epi16(idx, bf));
+  }
+}
+
+ENGINE_BF16_TARGET void to_bf16_avx512(const float* src, int64_t count, uint16_t* dst) {
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 m = static_cast<__mmask16>((1u << std::min<int64_t>(16, count - i)) - 1);
+    const __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
+    _mm256_mask_storeu_epi16(dst + i, m, v);
+  }
+}
+
 }  // namespace
+
+void bf16_pairs(const float* lo, const float* hi, int64_t count, uint32_t* dst) {
+  bf16_pairs_avx512(lo, hi, count, dst);
+}
+
+void to_bf16(const float* src, int64_t count, uint16_t* dst) {
+  to_bf16_avx512(src, count, dst);
+}
 
 void gemm_bf16(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
                const Bf16Output& c) {

@@ -12,8 +12,12 @@ namespace engine::kernels::cpu::detail {
 // An (R, K) operand: element (r, k), r a row of A or a column of B and k the reduction index,
 // is at p[roff(r) + koff(k)], where roff(r) = r_off[r] when r_off is set, else
 // (r / r_block) * r_block_stride + (r % r_block) * rs (r_block 0: r * rs); koff likewise.
+// A (only) may instead come pre-converted: with bf16 set, the K-pair kk of row r is the 32-bit
+// word at bf16 + roff(r) + koff(kk) (offsets in bf16 elements; koff indexes pairs), read in place
+// by the microkernel without packing. Its words past the end of K must be finite (B is zero there).
 struct Bf16Operand {
   const float* p = nullptr;
+  const uint16_t* bf16 = nullptr;
   int64_t rs = 0, ks = 0;
   int64_t r_block = 0, r_block_stride = 0;
   int64_t k_block = 0, k_block_stride = 0;
@@ -30,6 +34,11 @@ struct Bf16Output {
   const float* bias = nullptr;
   float beta = 0.f;
 };
+
+// dst[i] = bf16(lo[i]) | bf16(hi[i]) << 16 for i < count (hi null: zeros), nearest even.
+void bf16_pairs(const float* lo, const float* hi, int64_t count, uint32_t* dst);
+// dst[i] = bf16(src[i]) for i < count, nearest even.
+void to_bf16(const float* src, int64_t count, uint16_t* dst);
 
 // C (m, n) = A (m, k) B (k, n): a as (m, k) and b as (n, k) operands.
 void gemm_bf16(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
