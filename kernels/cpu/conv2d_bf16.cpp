@@ -84,34 +84,35 @@ struct WeightView {
   bool flip;
 };
 
-// y (n, c_out, OH, OW) = conv(x, weight) (+ bias). f.c must be even.
+// y (n, c_out, OH, OW) = conv(x, weight) (+ bias). f.c must be even. One GEMM, C (c_out,
+// (n, q)) = w (c_out, K) col (K, (n, q)), whose B (col) the microkernel reads from xw in place.
 void flat_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
                   const float* bias, float* y) {
-  const int64_t qs = round_up(f.q(), 16), wp = f.wp(), ow = f.ow(), p = f.oh() * ow;
+  const int64_t qs = round_up(f.q(), 32), wp = f.wp(), ow = f.ow(), p = f.oh() * ow;
   const int64_t plane = f.hp() * wp, khw = f.kh * f.kw, kp = f.c / 2 * khw;
-  // Rows of the last panel of a sample read up to qs - q + wp words past its planes.
+  // The last panel of a sample reads up to qs - q + wp words past its planes.
   const int64_t per_sample = f.c / 2 * plane + qs - f.q() + wp;
   Block<uint32_t> xw(f.n * per_sample);
-  Block<int64_t> akoff(kp), bkoff(2 * kp), rows(f.n * qs);
+  Block<int64_t> bkoff(kp), akoff(2 * kp), cols(f.n * qs);
   pad_pairs(x, f, per_sample, xw.get());
   for (int64_t cp = 0; cp < f.c / 2; ++cp)
     for (int64_t r = 0; r < khw; ++r) {
       const int64_t kk = cp * khw + r, rw = wv.flip ? khw - 1 - r : r;
-      akoff.get()[kk] = 2 * (cp * plane + r / f.kw * wp + r % f.kw);  // in bf16 elements
-      bkoff.get()[2 * kk] = 2 * cp * wv.ch_stride + rw;
-      bkoff.get()[2 * kk + 1] = (2 * cp + 1) * wv.ch_stride + rw;
+      bkoff.get()[kk] = 2 * (cp * plane + r / f.kw * wp + r % f.kw);  // in bf16 elements
+      akoff.get()[2 * kk] = 2 * cp * wv.ch_stride + rw;
+      akoff.get()[2 * kk + 1] = (2 * cp + 1) * wv.ch_stride + rw;
     }
   for (int64_t n = 0; n < f.n; ++n)
     for (int64_t q = 0; q < qs; ++q)
-      rows.get()[n * qs + q] = q < f.q() && q % wp < ow ? n * c_out * p + q / wp * ow + q % wp : -1;
-  Bf16Operand a;  // pair kk of position (n, q) at word n * per_sample + q + akoff[kk] / 2
-  a.bf16 = reinterpret_cast<const uint16_t*>(xw.get()), a.rs = 2, a.r_block = qs,
-  a.r_block_stride = 2 * per_sample, a.k_off = akoff.get();
-  Bf16Operand b;
-  b.p = wv.w, b.rs = wv.j_stride, b.k_off = bkoff.get();
+      cols.get()[n * qs + q] = q < f.q() && q % wp < ow ? n * c_out * p + q / wp * ow + q % wp : -1;
+  Bf16Operand a;
+  a.p = wv.w, a.rs = wv.j_stride, a.k_off = akoff.get();
+  Bf16Operand b;  // pair kk of position (n, q) at word n * per_sample + q + bkoff[kk] / 2
+  b.bf16 = reinterpret_cast<const uint16_t*>(xw.get()), b.rs = 2, b.r_block = qs,
+  b.r_block_stride = 2 * per_sample, b.k_off = bkoff.get();
   Bf16Output out;
-  out.c = y, out.cs = p, out.row_off = rows.get(), out.bias = bias;
-  gemm_bf16(f.n * qs, c_out, 2 * kp, a, b, out);
+  out.c = y, out.ldc = p, out.col_off = cols.get(), out.row_bias = bias;
+  gemm_bf16(c_out, f.n * qs, 2 * kp, a, b, out);
 }
 
 }  // namespace

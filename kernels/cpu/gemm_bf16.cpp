@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/allocator.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_ops.h"
 
@@ -229,6 +230,62 @@ ENGINE_BF16_TARGET void microkernel_direct(const uint16_t* a, const int64_t* ro,
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + (i * NV + v) * 16, acc[i][v]);
 }
 
+// The same with B read in place (Bf16Operand::bf16): pair kk of the panel's columns at b + ko[kk].
+template <int MR, int NV>
+ENGINE_BF16_TARGET void microkernel_bdirect(const uint32_t* a, const uint16_t* b, const int64_t* ko,
+                                            int64_t kp, float* tile) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < kp; ++kk) {
+    const uint16_t* p = b + ko[kk];
+    __m512bh bv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(p + v * 32);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[kk * MR + i]));
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + (i * NV + v) * 16, acc[i][v]);
+}
+
+// Bf16Output::col_off digested per run of 16 columns: which it keeps, where the first goes.
+struct ColumnRuns {
+  const uint16_t* mask;
+  const int64_t* base;
+};
+
+// C rows [i0, i0 + rows), columns [j0, j0 + 16 NV) (j0 a multiple of 16) = tile (+ beta C)
+// (+ row_bias) through col_off: each run's kept columns compressed and stored at once.
+ENGINE_BF16_TARGET void store_tile_runs(const float* tile, int nr, int64_t i0, int64_t rows,
+                                        int64_t j0, const Bf16Output& c, const ColumnRuns& runs) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row = c.row_off ? c.row_off[i0 + i] : (i0 + i) * c.ldc;
+    if (row < 0) continue;
+    const __m512 rb = _mm512_set1_ps(c.row_bias ? c.row_bias[i0 + i] : 0.f);
+    for (int v = 0; v < nr / 16; ++v) {
+      const int64_t run = j0 / 16 + v;
+      const __mmask16 keep = runs.mask[run];
+      if (!keep) continue;
+      const __mmask16 m = static_cast<__mmask16>((1u << __builtin_popcount(keep)) - 1);
+      float* p = c.c + row + runs.base[run];
+      __m512 x = _mm512_maskz_compress_ps(
+          keep, _mm512_add_ps(_mm512_loadu_ps(tile + i * nr + v * 16), rb));
+      if (c.beta != 0.f)
+        x = _mm512_fmadd_ps(_mm512_set1_ps(c.beta), _mm512_maskz_loadu_ps(m, p), x);
+      _mm512_mask_storeu_ps(p, m, x);
+    }
+  }
+}
+
 // C rows [i0, i0 + rows), columns [j0, j0 + cols) = tile (+ beta C) (+ bias).
 ENGINE_BF16_TARGET void store_tile(const float* tile, int nr, int64_t i0, int64_t rows, int64_t j0,
                                    int64_t cols, const Bf16Output& c) {
@@ -236,10 +293,13 @@ ENGINE_BF16_TARGET void store_tile(const float* tile, int nr, int64_t i0, int64_
     const int64_t row = c.row_off ? c.row_off[i0 + i] : (i0 + i) * c.ldc;
     if (row < 0) continue;
     const float* t = tile + i * nr;
-    if (c.cs != 1) {
+    const float rb = c.row_bias ? c.row_bias[i0 + i] : 0.f;
+    if (c.cs != 1 || c.col_off || c.row_bias) {
       for (int64_t j = 0; j < cols; ++j) {
-        float* p = c.c + row + (j0 + j) * c.cs;
-        float v = t[j] + (c.bias ? c.bias[j0 + j] : 0.f);
+        const int64_t col = c.col_off ? c.col_off[j0 + j] : (j0 + j) * c.cs;
+        if (col < 0) continue;
+        float* p = c.c + row + col;
+        float v = t[j] + (c.bias ? c.bias[j0 + j] : 0.f) + rb;
         *p = c.beta == 0.f ? v : c.beta * *p + v;
       }
       continue;
@@ -257,23 +317,75 @@ ENGINE_BF16_TARGET void store_tile(const float* tile, int nr, int64_t i0, int64_
   }
 }
 
-template <int MR, int NV>
-void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
-          const Bf16Output& c) {
-  constexpr int NR = 16 * NV;
-  constexpr int64_t kChunk = 1024;  // k per B packing task (a multiple of 32)
-  const int64_t kp = (k + 1) / 2, mb = (m + MR - 1) / MR, nb = (n + NR - 1) / NR;
+// The panel grain: ~256k MACs a task.
+template <int MR, int NR>
+int64_t tile_grain(int64_t kp) {
+  return std::max<int64_t>(1, (1 << 18) / (MR * NR * std::max<int64_t>(kp, 1) * 2));
+}
+
+// All of o's panels of `width` rows, K-pairs [0, kp), into dst: tasks over (panel, 1024 k).
+void pack_all(const Bf16Operand& o, int64_t rows, int64_t k, int width, uint32_t* dst) {
+  constexpr int64_t kChunk = 1024;  // a multiple of 32
+  const int64_t kp = (k + 1) / 2, nb = (rows + width - 1) / width;
   const int64_t chunks = std::max<int64_t>(1, (k + kChunk - 1) / kChunk);
-  Words bp(nb * kp * NR);
   parallel_for(nb * chunks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t jb = t / chunks, k0 = t % chunks * kChunk;
-      pack(b, jb * NR, std::min<int64_t>(NR, n - jb * NR), k0, std::min(k, k0 + kChunk), NR,
-           bp.get() + jb * kp * NR + k0 / 2 * NR);
+      pack(o, jb * width, std::min<int64_t>(width, rows - jb * width), k0, std::min(k, k0 + kChunk),
+           width, dst + jb * kp * width + k0 / 2 * width);
     }
   });
-  // Tiles in row-panel order, so a thread packs each A panel it needs once; ~256k MACs a task.
-  const int64_t grain = std::max<int64_t>(1, (1 << 18) / (MR * NR * std::max<int64_t>(kp, 1) * 2));
+}
+
+// B in place: A packed whole, tiles in column-panel order (a B panel stays in L1 over the rows).
+template <int MR, int NV>
+void gemm_b_direct(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
+                   const Bf16Output& c) {
+  constexpr int NR = 16 * NV;
+  ENGINE_CHECK(b.rs == 2 && !b.r_off && b.r_block % 32 == 0, "gemm_bf16: B in place needs rs 2, ",
+               "no r_off and r_block a multiple of 32");
+  const int64_t kp = (k + 1) / 2, mb = (m + MR - 1) / MR, nb = (n + NR - 1) / NR;
+  Words ap(mb * kp * MR);
+  pack_all(a, m, k, MR, ap.get());
+  Block<int64_t> ko(kp), base(nb * NV);
+  Block<uint16_t> mask(nb * NV);
+  for (int64_t kk = 0; kk < kp; ++kk) ko.get()[kk] = koff(b, kk);
+  for (int64_t run = 0; c.col_off && run < nb * NV; ++run) {
+    uint16_t keep = 0;
+    int64_t first = -1;
+    for (int l = 0; l < 16; ++l) {
+      const int64_t j = run * 16 + l;
+      if (j >= n || c.col_off[j] < 0) continue;
+      keep |= static_cast<uint16_t>(1u << l);
+      if (first < 0) first = c.col_off[j];
+    }
+    mask.get()[run] = keep, base.get()[run] = first;
+  }
+  const ColumnRuns runs{mask.get(), base.get()};
+  parallel_for(mb * nb, tile_grain<MR, NR>(kp), [&](int64_t t0, int64_t t1) {
+    alignas(64) float tile[MR * NR];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t jb = t / mb, ib = t % mb;
+      const int64_t rows = std::min<int64_t>(MR, m - ib * MR);
+      microkernel_bdirect<MR, NV>(ap.get() + ib * kp * MR, b.bf16 + roff(b, jb * NR), ko.get(), kp,
+                                  tile);
+      if (c.col_off)
+        store_tile_runs(tile, NR, ib * MR, rows, jb * NR, c, runs);
+      else
+        store_tile(tile, NR, ib * MR, rows, jb * NR, std::min<int64_t>(NR, n - jb * NR), c);
+    }
+  });
+}
+
+template <int MR, int NV>
+void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
+          const Bf16Output& c) {
+  if (b.bf16) return gemm_b_direct<MR, NV>(m, n, k, a, b, c);
+  constexpr int NR = 16 * NV;
+  const int64_t kp = (k + 1) / 2, mb = (m + MR - 1) / MR, nb = (n + NR - 1) / NR;
+  Words bp(nb * kp * NR);
+  pack_all(b, n, k, NR, bp.get());
+  const int64_t grain = tile_grain<MR, NR>(kp);
   if (a.bf16) {  // A in place: its pair offsets once, its row offsets per panel
     Block<int64_t> ko(kp);
     for (int64_t kk = 0; kk < kp; ++kk) ko.get()[kk] = koff(a, kk);
@@ -290,6 +402,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
     });
     return;
   }
+  // Tiles in row-panel order, so a thread packs each A panel it needs once.
   parallel_for(mb * nb, grain, [&](int64_t t0, int64_t t1) {
     Words ap(kp * MR);
     alignas(64) float tile[MR * NR];

@@ -12,9 +12,11 @@ namespace engine::kernels::cpu::detail {
 // An (R, K) operand: element (r, k), r a row of A or a column of B and k the reduction index,
 // is at p[roff(r) + koff(k)], where roff(r) = r_off[r] when r_off is set, else
 // (r / r_block) * r_block_stride + (r % r_block) * rs (r_block 0: r * rs); koff likewise.
-// A (only) may instead come pre-converted: with bf16 set, the K-pair kk of row r is the 32-bit
+// A or B may instead come pre-converted: with bf16 set, the K-pair kk of row r is the 32-bit
 // word at bf16 + roff(r) + koff(kk) (offsets in bf16 elements; koff indexes pairs), read in place
-// by the microkernel without packing. Its words past the end of K must be finite (B is zero there).
+// by the microkernel without packing. Words past the end of K must be finite (the other operand
+// is zero there). A B read so needs rs 2 (a panel's columns are consecutive words), no r_off,
+// r_block a multiple of 32, and readable words up to the end of the last panel of 32 columns.
 struct Bf16Operand {
   const float* p = nullptr;
   const uint16_t* bf16 = nullptr;
@@ -25,13 +27,17 @@ struct Bf16Operand {
   const int64_t* k_off = nullptr;
 };
 
-// C element (i, j) is at c[row(i) + j * cs], row(i) = row_off ? row_off[i] : i * ldc (a
-// negative row_off: row i is not stored). C = beta C + A B (+ bias[j]); beta 0 never reads C.
+// C element (i, j) is at c[row(i) + col(j)], row(i) = row_off ? row_off[i] : i * ldc, col(j) =
+// col_off ? col_off[j] : j * cs; a negative offset: not stored. The columns col_off keeps in each
+// run of 16 from a multiple of 16 must land on consecutive addresses. C = beta C + A B (+ bias[j])
+// (+ row_bias[i]); beta 0 never reads C.
 struct Bf16Output {
   float* c = nullptr;
   int64_t ldc = 0, cs = 1;
   const int64_t* row_off = nullptr;
+  const int64_t* col_off = nullptr;
   const float* bias = nullptr;
+  const float* row_bias = nullptr;
   float beta = 0.f;
 };
 
