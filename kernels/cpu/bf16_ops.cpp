@@ -40,11 +40,17 @@ bool linear_on_gemm(const LinearShape& s) {
   return static_cast<double>(s.n) * s.in * s.out >= kMinMacs;
 }
 
-// The conv passes that take the GEMM: stride 1, even channel counts, more than one input (with Cin
-// 1 the forward's K is KH * KW alone, too short to gain over the fp32 direct kernels).
+// The conv passes that take the GEMM: stride 1 (forward and backward data: even channel counts,
+// which excludes a first layer on one channel, whose K = KH KW is too short to gain anyway),
+// products big enough to pay for the setup.
+bool conv_big_enough(const Conv2dShape& s) {
+  return static_cast<double>(s.y_count()) * s.k() >= kMinMacs;
+}
 bool conv_on_gemm(const Conv2dShape& s) {
-  return detail::conv2d_bf16_flat_supported(s) && s.c_in > 1 &&
-         static_cast<double>(s.y_count()) * s.k() >= kMinMacs;
+  return detail::conv2d_bf16_flat_supported(s) && conv_big_enough(s);
+}
+bool conv_filter_on_gemm(const Conv2dShape& s) {
+  return detail::conv2d_bf16_flat_filter_supported(s) && conv_big_enough(s);
 }
 
 }  // namespace
@@ -110,7 +116,7 @@ void conv2d_backward_data_bf16(const float* dy, const float* w, float* dx, const
 void conv2d_backward_filter_bf16(const float* x, const float* dy, float* dw, float* db,
                                  const Conv2dShape& s, float beta) {
   require_avx512_bf16("conv2d in bf16");
-  if (!conv_on_gemm(s)) return conv2d_backward_filter_bf16_reference(x, dy, dw, db, s, beta);
+  if (!conv_filter_on_gemm(s)) return conv2d_backward_filter_bf16_reference(x, dy, dw, db, s, beta);
   if (db) conv2d_backward_bias(dy, db, s, beta);  // fp32 sum of the unrounded dy
   detail::conv2d_backward_filter_bf16_flat(x, dy, dw, s, beta);
 }

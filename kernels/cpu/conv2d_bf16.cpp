@@ -122,6 +122,10 @@ bool conv2d_bf16_flat_supported(const Conv2dShape& s) {
          s.c_out % 2 == 0;
 }
 
+bool conv2d_bf16_flat_filter_supported(const Conv2dShape& s) {
+  return s.stride == 1;
+}
+
 void conv2d_forward_bf16_flat(const float* x, const float* w, const float* b, float* y,
                               const Conv2dShape& s) {
   const WeightView wv{w, s.k(), s.kh * s.kw, false};  // w[co][ci][r]

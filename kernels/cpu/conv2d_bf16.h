@@ -11,8 +11,10 @@
 
 namespace engine::kernels::cpu::detail {
 
-// What conv2d_*_bf16_flat take: stride 1, pad <= k - 1, even Cin and Cout.
+// What conv2d_forward / backward_data_bf16_flat take: stride 1, pad <= k - 1, even Cin and Cout.
 bool conv2d_bf16_flat_supported(const Conv2dShape& s);
+// What conv2d_backward_filter_bf16_flat takes: stride 1.
+bool conv2d_bf16_flat_filter_supported(const Conv2dShape& s);
 
 void conv2d_forward_bf16_flat(const float* x, const float* w, const float* b, float* y,
                               const Conv2dShape& s);

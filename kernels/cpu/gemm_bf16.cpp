@@ -199,18 +199,21 @@ ENGINE_BF16_TARGET void microkernel(const uint32_t* a, const uint32_t* b, int64_
 }
 
 // The same with A read in place (Bf16Operand::bf16): pair kk of row i at a + ro[i] + ko[kk].
+// Pairs [kk0, kk1) only, added to tile when add is set (K blocks of one tile).
 template <int MR, int NV>
 ENGINE_BF16_TARGET void microkernel_direct(const uint16_t* a, const int64_t* ro, const int64_t* ko,
-                                           const uint32_t* b, int64_t kp, float* tile) {
+                                           const uint32_t* b, int64_t kk0, int64_t kk1, bool add,
+                                           float* tile) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = add ? _mm512_loadu_ps(tile + (i * NV + v) * 16) : _mm512_setzero_ps();
   const uint16_t* rows[MR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) rows[i] = a + ro[i];
-  for (int64_t kk = 0; kk < kp; ++kk) {
+  for (int64_t kk = kk0; kk < kk1; ++kk) {
     const int64_t k = ko[kk];
     __m512bh bv[NV];
 #pragma GCC unroll 2
@@ -389,15 +392,26 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
   if (a.bf16) {  // A in place: its pair offsets once, its row offsets per panel
     Block<int64_t> ko(kp);
     for (int64_t kk = 0; kk < kp; ++kk) ko.get()[kk] = koff(a, kk);
+    // K blocks outermost, so a block of B panel (kKb pairs, 64 KiB) is reused from L2 by all
+    // of a task's tiles, whose sums wait in tiles between blocks.
+    constexpr int64_t kKb = 512;
     parallel_for(mb * nb, grain, [&](int64_t t0, int64_t t1) {
-      alignas(64) float tile[MR * NR];
+      Block<float> tiles((t1 - t0) * MR * NR);
       int64_t ro[MR];
+      for (int64_t kk0 = 0; kk0 < std::max<int64_t>(kp, 1); kk0 += kKb)
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t ib = t / nb, jb = t % nb;
+          const int64_t rows = std::min<int64_t>(MR, m - ib * MR);
+          for (int i = 0; i < MR; ++i) ro[i] = roff(a, ib * MR + (i < rows ? i : 0));
+          microkernel_direct<MR, NV>(a.bf16, ro, ko.get(), bp.get() + jb * kp * NR, kk0,
+                                     std::min(kp, kk0 + kKb), kk0 > 0,
+                                     tiles.get() + (t - t0) * MR * NR);
+        }
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t ib = t / nb, jb = t % nb;
-        const int64_t rows = std::min<int64_t>(MR, m - ib * MR);
-        for (int i = 0; i < MR; ++i) ro[i] = roff(a, ib * MR + (i < rows ? i : 0));
-        microkernel_direct<MR, NV>(a.bf16, ro, ko.get(), bp.get() + jb * kp * NR, kp, tile);
-        store_tile(tile, NR, ib * MR, rows, jb * NR, std::min<int64_t>(NR, n - jb * NR), c);
+        store_tile(tiles.get() + (t - t0) * MR * NR, NR, ib * MR,
+                   std::min<int64_t>(MR, m - ib * MR), jb * NR, std::min<int64_t>(NR, n - jb * NR),
+                   c);
       }
     });
     return;

@@ -169,6 +169,19 @@ TEST_F(Bf16Kernels, FlatConvolutionsMatchTheRoundingReference) {
     check_conv(s, seed += 10, cpu::detail::conv2d_forward_bf16_flat,
                cpu::detail::conv2d_backward_data_bf16_flat, filter, false);
   }
+  // The filter gradient alone also takes odd channel counts and any padding.
+  auto fwd = [](const float* x, const float* w, const float* b, float* y, const Conv2dShape& s) {
+    cpu::conv2d_forward_bf16_reference(x, w, b, y, s);
+  };
+  auto data = [](const float* dy, const float* w, float* dx, const Conv2dShape& s) {
+    cpu::conv2d_backward_data_bf16_reference(dy, w, dx, s);
+  };
+  for (const Conv2dShape& s :
+       {Conv2dShape{3, 1, 28, 28, 16, 5, 5, 1, 2}, Conv2dShape{2, 3, 7, 9, 5, 3, 3, 1, 3},
+        Conv2dShape{1, 5, 6, 6, 1, 1, 1, 1, 0}}) {
+    ASSERT_TRUE(cpu::detail::conv2d_bf16_flat_filter_supported(s)) << name(s);
+    check_conv(s, seed += 10, fwd, data, filter, false);
+  }
 }
 
 // The public functions on the models' layers (GEMM path) and on the shapes they hand to the
