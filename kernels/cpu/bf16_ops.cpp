@@ -49,8 +49,9 @@ bool conv_big_enough(const Conv2dShape& s) {
 bool conv_on_gemm(const Conv2dShape& s) {
   return detail::conv2d_bf16_flat_supported(s) && conv_big_enough(s);
 }
+// Filter gradients of one input channel (K = KH KW rows) measured slower than the reference.
 bool conv_filter_on_gemm(const Conv2dShape& s) {
-  return detail::conv2d_bf16_flat_filter_supported(s) && conv_big_enough(s);
+  return detail::conv2d_bf16_flat_filter_supported(s) && s.c_in > 1 && conv_big_enough(s);
 }
 
 }  // namespace

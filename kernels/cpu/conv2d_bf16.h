@@ -2,9 +2,10 @@
 // bf16 GEMM (gemm_bf16.h) without im2col buffers. Inputs are zero-padded into planes of width
 // Wp = W + 2 pad and read in place: output position q = oh * Wp + ow ("flat", as conv2d_flat.cpp)
 // sees input k = (ci, kh, kw) at q + ci * Hp * Wp + kh * Wp + kw; the Wp - OW positions past each
-// output row are computed and dropped. The forward reads its input as bf16 channel pairs in place
+// output row are computed and dropped where that wastes little, else only the OH * OW outputs are
+// (through a table of row offsets). The forward reads its input as bf16 channel pairs in place
 // (no packing: the pair of k = (2i, kh, kw) and (2i + 1, kh, kw) is one 32-bit word), so the
-// channel counts must be even.
+// channel counts must be even. The filter gradient reads bf16 runs of q the same way.
 #pragma once
 
 #include "kernels/conv2d.h"

@@ -105,6 +105,30 @@ ENGINE_BF16_TARGET void pack_rows_contiguous(const Bf16Operand& o, int64_t r0, i
 // GCC 12 takes the _mm512_undefined_epi32 inside vpunpck*'s intrinsics for uninitialized use.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// 8 rows of 16 dwords transposed: column m (8 dwords, one per row) comes out at once. 4 x 4
+// transposes in each 128-bit lane: t[j] lane l holds rows 0-3 of column 4l + j, u[j] rows 4-7.
+struct Transposed8x16 {
+  alignas(64) uint32_t t[4][16], u[4][16];
+  ENGINE_BF16_TARGET explicit Transposed8x16(const __m512i (&r)[8]) {
+    for (int h = 0; h < 2; ++h) {
+      const __m512i* in = r + 4 * h;
+      const __m512i s0 = _mm512_unpacklo_epi32(in[0], in[1]);
+      const __m512i s1 = _mm512_unpackhi_epi32(in[0], in[1]);
+      const __m512i s2 = _mm512_unpacklo_epi32(in[2], in[3]);
+      const __m512i s3 = _mm512_unpackhi_epi32(in[2], in[3]);
+      uint32_t(*out)[16] = h ? u : t;
+      _mm512_store_si512(out[0], _mm512_unpacklo_epi64(s0, s2));
+      _mm512_store_si512(out[1], _mm512_unpackhi_epi64(s0, s2));
+      _mm512_store_si512(out[2], _mm512_unpacklo_epi64(s1, s3));
+      _mm512_store_si512(out[3], _mm512_unpackhi_epi64(s1, s3));
+    }
+  }
+  void column(int64_t m, void* dst) const {
+    std::memcpy(dst, &t[m % 4][4 * (m / 4)], 16);
+    std::memcpy(static_cast<char*>(dst) + 16, &u[m % 4][4 * (m / 4)], 16);
+  }
+};
+
 // K contiguous (ks 1, no table), k0 a multiple of 32 and each run of 32 k in one block: 8 rows x
 // 32 k at a time are converted (16 pairs a row) and transposed into [pair][row].
 ENGINE_BF16_TARGET void pack_k_contiguous(const Bf16Operand& o, int64_t r0, int64_t rows,
@@ -126,28 +150,8 @@ ENGINE_BF16_TARGET void pack_k_contiguous(const Bf16Operand& o, int64_t r0, int6
         const __m512 lo = _mm512_maskz_loadu_ps(m0, p), hi = _mm512_maskz_loadu_ps(m1, p + 16);
         r[i] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // dword m: pair m of the row
       }
-      // 4 x 4 transposes in each 128-bit lane: t[j] lane l holds rows 0-3 of pair 4l + j.
-      __m512i t[4], u[4];
-      for (int h = 0; h < 2; ++h) {
-        __m512i* out = h ? u : t;
-        const __m512i* in = r + 4 * h;
-        const __m512i s0 = _mm512_unpacklo_epi32(in[0], in[1]);
-        const __m512i s1 = _mm512_unpackhi_epi32(in[0], in[1]);
-        const __m512i s2 = _mm512_unpacklo_epi32(in[2], in[3]);
-        const __m512i s3 = _mm512_unpackhi_epi32(in[2], in[3]);
-        out[0] = _mm512_unpacklo_epi64(s0, s2), out[1] = _mm512_unpackhi_epi64(s0, s2);
-        out[2] = _mm512_unpacklo_epi64(s1, s3), out[3] = _mm512_unpackhi_epi64(s1, s3);
-      }
-      alignas(64) uint32_t tt[4][16], uu[4][16];
-      for (int j = 0; j < 4; ++j) {
-        _mm512_store_si512(tt[j], t[j]);
-        _mm512_store_si512(uu[j], u[j]);
-      }
-      for (int64_t m = 0; m < pairs; ++m) {
-        const int64_t l = m / 4, j = m % 4;
-        std::memcpy(d + m * width + g, &tt[j][4 * l], 16);
-        std::memcpy(d + m * width + g + 4, &uu[j][4 * l], 16);
-      }
+      Transposed8x16 tr(r);
+      for (int64_t m = 0; m < pairs; ++m) tr.column(m, d + m * width + g);
     }
   }
 }
@@ -290,8 +294,41 @@ ENGINE_BF16_TARGET void store_tile_runs(const float* tile, int nr, int64_t i0, i
 }
 
 // C rows [i0, i0 + rows), columns [j0, j0 + cols) = tile (+ beta C) (+ bias).
+// C rows [i0, i0 + rows) at consecutive addresses, columns cs apart: column by column, 8 rows
+// transposed at a time (beta 0), the rest one by one.
+ENGINE_BF16_TARGET void store_tile_by_columns(const float* tile, int nr, int64_t row, int64_t rows,
+                                              int64_t j0, int64_t cols, const Bf16Output& c) {
+  int64_t done = 0;
+  for (; c.beta == 0.f && done + 8 <= rows; done += 8)
+    for (int64_t v = 0; v < cols; v += 16) {
+      const __mmask16 m = static_cast<__mmask16>((1u << std::min<int64_t>(16, cols - v)) - 1);
+      const __m512 b = c.bias ? _mm512_maskz_loadu_ps(m, c.bias + j0 + v) : _mm512_setzero_ps();
+      __m512i r[8];
+      for (int i = 0; i < 8; ++i)
+        r[i] = _mm512_castps_si512(_mm512_add_ps(_mm512_loadu_ps(tile + (done + i) * nr + v), b));
+      Transposed8x16 tr(r);
+      for (int64_t j = 0; j < std::min<int64_t>(16, cols - v); ++j)
+        tr.column(j, c.c + row + done + (j0 + v + j) * c.cs);
+    }
+  if (done == rows) return;
+  for (int64_t j = 0; j < cols; ++j) {
+    float* p = c.c + row + (j0 + j) * c.cs;
+    const float b = c.bias ? c.bias[j0 + j] : 0.f;
+    if (c.beta == 0.f)
+      for (int64_t i = done; i < rows; ++i) p[i] = tile[i * nr + j] + b;
+    else
+      for (int64_t i = done; i < rows; ++i) p[i] = c.beta * p[i] + tile[i * nr + j] + b;
+  }
+}
+
 ENGINE_BF16_TARGET void store_tile(const float* tile, int nr, int64_t i0, int64_t rows, int64_t j0,
                                    int64_t cols, const Bf16Output& c) {
+  if (c.cs != 1 && !c.col_off && !c.row_bias) {
+    const int64_t first = c.row_off ? c.row_off[i0] : i0 * c.ldc;
+    const int64_t last = c.row_off ? c.row_off[i0 + rows - 1] : (i0 + rows - 1) * c.ldc;
+    if (first >= 0 && last - first == rows - 1 && (c.row_off || c.ldc == 1))
+      return store_tile_by_columns(tile, nr, first, rows, j0, cols, c);
+  }
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t row = c.row_off ? c.row_off[i0 + i] : (i0 + i) * c.ldc;
     if (row < 0) continue;
@@ -320,10 +357,11 @@ ENGINE_BF16_TARGET void store_tile(const float* tile, int nr, int64_t i0, int64_
   }
 }
 
-// The panel grain: ~256k MACs a task.
+// The tile grain: 2M MACs a task at least (as linear.cpp's fp32 1M: below that, one thread is
+// faster than waking another).
 template <int MR, int NR>
 int64_t tile_grain(int64_t kp) {
-  return std::max<int64_t>(1, (1 << 18) / (MR * NR * std::max<int64_t>(kp, 1) * 2));
+  return std::max<int64_t>(1, (1 << 21) / (MR * NR * std::max<int64_t>(kp, 1) * 2));
 }
 
 // All of o's panels of `width` rows, K-pairs [0, kp), into dst: tasks over (panel, 1024 k).
@@ -331,7 +369,8 @@ void pack_all(const Bf16Operand& o, int64_t rows, int64_t k, int width, uint32_t
   constexpr int64_t kChunk = 1024;  // a multiple of 32
   const int64_t kp = (k + 1) / 2, nb = (rows + width - 1) / width;
   const int64_t chunks = std::max<int64_t>(1, (k + kChunk - 1) / kChunk);
-  parallel_for(nb * chunks, 1, [&](int64_t t0, int64_t t1) {
+  const int64_t grain = std::max<int64_t>(1, (1 << 16) / (width * std::min(k, kChunk) + 1));
+  parallel_for(nb * chunks, grain, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t jb = t / chunks, k0 = t % chunks * kChunk;
       pack(o, jb * width, std::min<int64_t>(width, rows - jb * width), k0, std::min(k, k0 + kChunk),

@@ -153,9 +153,18 @@ void check_conv(const Conv2dShape& s, uint64_t seed, const ConvFwd& fwd,
 // Stride 1, pad 0 .. k - 1, non-square inputs and kernels, even channel counts (what the flat
 // passes take) around 16 and 32, batch 1.
 const std::vector<Conv2dShape> kFlatShapes = {
-    {1, 2, 5, 7, 2, 3, 3, 1, 1},    {2, 4, 9, 6, 6, 3, 3, 1, 0},   {1, 6, 11, 13, 18, 5, 5, 1, 2},
-    {3, 2, 6, 6, 34, 1, 1, 1, 0},   {2, 6, 8, 10, 40, 2, 2, 1, 1}, {1, 16, 14, 14, 32, 5, 5, 1, 4},
-    {2, 10, 4, 30, 16, 3, 5, 1, 2}, {5, 4, 3, 3, 2, 3, 3, 1, 2},   {2, 34, 7, 7, 66, 3, 3, 1, 1},
+    {1, 2, 5, 7, 2, 3, 3, 1, 1},
+    {2, 4, 9, 6, 6, 3, 3, 1, 0},
+    {1, 6, 11, 13, 18, 5, 5, 1, 2},
+    {3, 2, 6, 6, 34, 1, 1, 1, 0},
+    {2, 6, 8, 10, 40, 2, 2, 1, 1},
+    {1, 16, 14, 14, 32, 5, 5, 1, 4},
+    {2, 10, 4, 30, 16, 3, 5, 1, 2},
+    {5, 4, 3, 3, 2, 3, 3, 1, 2},
+    {2, 34, 7, 7, 66, 3, 3, 1, 1},
+    // Wide planes: the forward computes whole padded rows ("flat") rather than listed outputs.
+    {1, 4, 30, 30, 6, 3, 3, 1, 1},
+    {2, 2, 16, 31, 4, 1, 1, 1, 0},
 };
 
 TEST_F(Bf16Kernels, FlatConvolutionsMatchTheRoundingReference) {
