@@ -188,30 +188,38 @@ void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
 void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw,
                                       const Conv2dShape& s, float beta) {
   const Flat f{s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw};
-  // Reduction over (n, q), q < qs; each sample's run a multiple of 32 (the packer's chunk).
-  const int64_t qs = round_up(f.q(), 32), wp = f.wp(), ow = f.ow(), oh = f.oh();
-  const int64_t per_sample = round_up(f.c * f.hp() * wp + qs - f.q() + wp, 2);
+  const int64_t wp = f.wp(), ow = f.ow(), oh = f.oh();
+  // The reduction runs over positions (n, i, j) in rows of rw: the outputs alone (rw = OW) when
+  // OW is even, so that no pair (j, j + 1) straddles two rows, else flat rows (rw = Wp, zeros
+  // past OW). Each sample's run is padded with zeros to qs, a multiple of 32 (the packer's chunk).
+  const int64_t rw = ow % 2 == 0 ? ow : wp, qs = round_up(oh * rw, 32);
+  const int64_t per_sample = round_up(f.c * f.hp() * wp + wp, 2);
   Block<uint16_t> xb(s.n * per_sample);
   Block<float> dyf(s.n * s.c_out * qs);
-  Block<int64_t> koff(f.k());
+  Block<int64_t> koff(f.k()), pairs(s.n * qs / 2);
   pad_bf16(x, f, per_sample, xb.get());
   for (int64_t ci = 0; ci < f.c; ++ci)
     for (int64_t i = 0; i < f.kh; ++i)
       for (int64_t j = 0; j < f.kw; ++j)
         koff.get()[(ci * f.kh + i) * f.kw + j] = ci * f.hp() * wp + i * wp + j;
-  // dyf (n, c_out, qs): dy on the flat positions, zeros on the dropped ones (they meet finite
-  // padding or next-row inputs in xp, so they add exact zeros).
+  // Pair m of sample n: positions 2m, 2m + 1 of the input at offset koff[k] + pairs[...]; past
+  // the outputs the sample's first (finite) inputs, which meet zeros in dyf.
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t m = 0; m < qs / 2; ++m) {
+      const int64_t q = 2 * m;
+      pairs.get()[n * qs / 2 + m] = n * per_sample + (q < oh * rw ? q / rw * wp + q % rw : 0);
+    }
+  // dyf (n, c_out, qs): dy in rows of rw, zeros elsewhere.
   parallel_for(s.n * s.c_out, 4, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* dst = dyf.get() + r * qs;
       std::memset(dst, 0, sizeof(float) * qs);
       for (int64_t i = 0; i < oh; ++i)
-        std::memcpy(dst + i * wp, dy + (r * oh + i) * ow, sizeof(float) * ow);
+        std::memcpy(dst + i * rw, dy + (r * oh + i) * ow, sizeof(float) * ow);
     }
   });
-  Bf16Operand a;  // col (k, (n, q)), pairs (q, q + 1) at xb[koff[k] + n * per_sample + q]
-  a.bf16 = xb.get(), a.r_off = koff.get(), a.ks = 2, a.k_block = qs / 2,
-  a.k_block_stride = per_sample;
+  Bf16Operand a;  // col (k, (n, q)): pair m at xb[koff[k] + pairs[m]]
+  a.bf16 = xb.get(), a.r_off = koff.get(), a.k_off = pairs.get();
   Bf16Operand b;  // dy ((n, q), co) at dyf[(n * c_out + co) * qs + q]
   b.p = dyf.get(), b.rs = qs, b.ks = 1, b.k_block = qs, b.k_block_stride = s.c_out * qs;
   Bf16Output out;  // dw^T (k, co) at dw[co * K + k]

@@ -431,9 +431,10 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
   if (a.bf16) {  // A in place: its pair offsets once, its row offsets per panel
     Block<int64_t> ko(kp);
     for (int64_t kk = 0; kk < kp; ++kk) ko.get()[kk] = koff(a, kk);
-    // K blocks outermost, so a block of B panel (kKb pairs, 64 KiB) is reused from L2 by all
-    // of a task's tiles, whose sums wait in tiles between blocks.
-    constexpr int64_t kKb = 512;
+    // K blocks outermost, so a block of B panel (kKb pairs: 24 KiB at 32 columns) stays in L1
+    // for all of a task's tiles, whose sums wait in tiles between blocks (192 measured 1.5x
+    // faster than 512 on the conv filter gradients; 96 no better).
+    constexpr int64_t kKb = 192;
     parallel_for(mb * nb, grain, [&](int64_t t0, int64_t t1) {
       Block<float> tiles((t1 - t0) * MR * NR);
       int64_t ro[MR];
