@@ -43,34 +43,54 @@ int64_t round_up(int64_t a, int64_t b) {
   return (a + b - 1) / b * b;
 }
 
+// One padded plane (Hp, Wp) of dst: zeros around rows written by row(i, dst row start), i < h.
+template <class T, class Row>
+void pad_plane(const Flat& f, T* dst, const Row& row) {
+  const int64_t wp = f.wp();
+  std::memset(dst, 0, sizeof(T) * f.ph * wp);
+  for (int64_t i = 0; i < f.h; ++i) {
+    T* r = dst + (f.ph + i) * wp;
+    std::memset(r, 0, sizeof(T) * f.pw);
+    row(i, r + f.pw);
+    std::memset(r + f.pw + f.w, 0, sizeof(T) * (wp - f.pw - f.w));
+  }
+  std::memset(dst + (f.ph + f.h) * wp, 0, sizeof(T) * (f.hp() - f.ph - f.h) * wp);
+}
+
 // xw (n, per_sample) words: x zero-padded to (c / 2, Hp, Wp) planes of bf16 channel pairs (low:
 // channel 2i, high: 2i + 1), zeros after each sample's planes.
 void pad_pairs(const float* x, const Flat& f, int64_t per_sample, uint32_t* xw) {
-  const int64_t plane = f.hp() * f.wp();
+  const int64_t plane = f.hp() * f.wp(), cp = f.c / 2, hw = f.h * f.w;
   parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
+    Block<uint32_t> tmp(hw);  // a plane pair converted at once (not row by row: 2x faster)
     for (int64_t n = n0; n < n1; ++n) {
       uint32_t* dst = xw + n * per_sample;
-      std::memset(dst, 0, sizeof(uint32_t) * per_sample);
-      for (int64_t cp = 0; cp < f.c / 2; ++cp)
-        for (int64_t i = 0; i < f.h; ++i) {
-          const float* lo = x + ((n * f.c + 2 * cp) * f.h + i) * f.w;
-          bf16_pairs(lo, lo + f.h * f.w, f.w, dst + cp * plane + (i + f.ph) * f.wp() + f.pw);
-        }
+      for (int64_t c = 0; c < cp; ++c) {
+        const float* lo = x + (n * f.c + 2 * c) * hw;
+        bf16_pairs(lo, lo + hw, hw, tmp.get());
+        pad_plane(f, dst + c * plane, [&](int64_t i, uint32_t* out) {
+          std::memcpy(out, tmp.get() + i * f.w, sizeof(uint32_t) * f.w);
+        });
+      }
+      std::memset(dst + cp * plane, 0, sizeof(uint32_t) * (per_sample - cp * plane));
     }
   });
 }
 
 // xb (n, per_sample): x zero-padded to (c, Hp, Wp) planes of bf16, zeros after each sample's.
 void pad_bf16(const float* x, const Flat& f, int64_t per_sample, uint16_t* xb) {
-  const int64_t plane = f.hp() * f.wp();
+  const int64_t plane = f.hp() * f.wp(), hw = f.h * f.w;
   parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
+    Block<uint16_t> tmp(hw);
     for (int64_t n = n0; n < n1; ++n) {
       uint16_t* dst = xb + n * per_sample;
-      std::memset(dst, 0, sizeof(uint16_t) * per_sample);
-      for (int64_t ci = 0; ci < f.c; ++ci)
-        for (int64_t i = 0; i < f.h; ++i)
-          to_bf16(x + ((n * f.c + ci) * f.h + i) * f.w, f.w,
-                  dst + ci * plane + (i + f.ph) * f.wp() + f.pw);
+      for (int64_t c = 0; c < f.c; ++c) {
+        to_bf16(x + (n * f.c + c) * hw, hw, tmp.get());
+        pad_plane(f, dst + c * plane, [&](int64_t i, uint16_t* out) {
+          std::memcpy(out, tmp.get() + i * f.w, sizeof(uint16_t) * f.w);
+        });
+      }
+      std::memset(dst + f.c * plane, 0, sizeof(uint16_t) * (per_sample - f.c * plane));
     }
   });
 }
@@ -149,11 +169,14 @@ void rows_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
 
 // flat_forward's microkernel runs at its peak but computes round_up(OH Wp, 32) positions for OH OW
 // outputs; rows_forward computes the outputs alone, a little slower each (eight row pointers,
-// transposed stores). Measured on Zen 4: flat while it wastes under ~15%.
+// transposed stores). Measured on Zen 4: flat while it wastes under ~15%, or for narrow c_out.
 void conv_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
                   const float* bias, float* y) {
   const double useful = static_cast<double>(f.oh() * f.ow()) / round_up(f.q(), 32);
-  if (useful >= 0.85)
+  // rows_forward's tiles are 8 x 32 unless c_out fits 16-column panels better (then 16 rows,
+  // whose 16 row pointers spill: measured 2x slower).
+  const bool wide = round_up(c_out, 16) == round_up(c_out, 32);
+  if (useful >= 0.85 || !wide)
     flat_forward(x, f, wv, c_out, bias, y);
   else
     rows_forward(x, f, wv, c_out, bias, y);
