@@ -57,24 +57,23 @@ void pad_plane(const Flat& f, T* dst, const Row& row) {
   std::memset(dst + (f.ph + f.h) * wp, 0, sizeof(T) * (f.hp() - f.ph - f.h) * wp);
 }
 
-// xw (n, per_sample) words: x zero-padded to (c / 2, Hp, Wp) planes of bf16 channel pairs (low:
-// channel 2i, high: 2i + 1), zeros after each sample's planes.
-void pad_pairs(const float* x, const Flat& f, int64_t per_sample, uint32_t* xw) {
+// xw (n1 - n0, per_sample) words: samples [n0, n1) of x zero-padded to (c / 2, Hp, Wp) planes of
+// bf16 channel pairs (low: channel 2i, high: 2i + 1), zeros after each sample's planes.
+void pad_pairs(const float* x, const Flat& f, int64_t per_sample, int64_t n0, int64_t n1,
+               uint32_t* xw) {
   const int64_t plane = f.hp() * f.wp(), cp = f.c / 2, hw = f.h * f.w;
-  parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
-    Block<uint32_t> tmp(hw);  // a plane pair converted at once (not row by row: 2x faster)
-    for (int64_t n = n0; n < n1; ++n) {
-      uint32_t* dst = xw + n * per_sample;
-      for (int64_t c = 0; c < cp; ++c) {
-        const float* lo = x + (n * f.c + 2 * c) * hw;
-        bf16_pairs(lo, lo + hw, hw, tmp.get());
-        pad_plane(f, dst + c * plane, [&](int64_t i, uint32_t* out) {
-          std::memcpy(out, tmp.get() + i * f.w, sizeof(uint32_t) * f.w);
-        });
-      }
-      std::memset(dst + cp * plane, 0, sizeof(uint32_t) * (per_sample - cp * plane));
+  Block<uint32_t> tmp(hw);  // a plane pair converted at once (not row by row: 2x faster)
+  for (int64_t n = n0; n < n1; ++n) {
+    uint32_t* dst = xw + (n - n0) * per_sample;
+    for (int64_t c = 0; c < cp; ++c) {
+      const float* lo = x + (n * f.c + 2 * c) * hw;
+      bf16_pairs(lo, lo + hw, hw, tmp.get());
+      pad_plane(f, dst + c * plane, [&](int64_t i, uint32_t* out) {
+        std::memcpy(out, tmp.get() + i * f.w, sizeof(uint32_t) * f.w);
+      });
     }
-  });
+    std::memset(dst + cp * plane, 0, sizeof(uint32_t) * (per_sample - cp * plane));
+  }
 }
 
 // xb (n, per_sample): x zero-padded to (c, Hp, Wp) planes of bf16, zeros after each sample's.
@@ -95,7 +94,7 @@ void pad_bf16(const float* x, const Flat& f, int64_t per_sample, uint16_t* xb) {
   });
 }
 
-// The weight as the (c_out, K) operand of flat_forward, whose K runs over (channel pair, kh, kw,
+// The weight as the (c_out, K) operand of the forwards, whose K runs over (channel pair, kh, kw,
 // channel parity): out channel j, input channel ch, kernel offset r at w[j * j_stride + ch *
 // ch_stride + (flip ? KH KW - 1 - r : r)].
 struct WeightView {
@@ -104,67 +103,99 @@ struct WeightView {
   bool flip;
 };
 
-// y (n, c_out, OH, OW) = conv(x, weight) (+ bias). f.c must be even. One GEMM, C (c_out,
-// (n, q)) = w (c_out, K) col (K, (n, q)), whose B (col) the microkernel reads from xw in place.
-void flat_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
-                  const float* bias, float* y) {
-  const int64_t qs = round_up(f.q(), 32), wp = f.wp(), ow = f.ow(), p = f.oh() * ow;
-  const int64_t plane = f.hp() * wp, khw = f.kh * f.kw, kp = f.c / 2 * khw;
-  // The last panel of a sample reads up to qs - q + wp words past its planes.
-  const int64_t per_sample = f.c / 2 * plane + qs - f.q() + wp;
+// A forward over groups of samples: pad_pairs of a group, then gemm(group's first sample, its
+// size, its pairs). With enough samples each thread takes whole groups (sized to stay in L2:
+// the conversion pass and the GEMM share the cache) and runs their GEMMs serially; else one
+// group of all samples, converted and multiplied on all threads.
+template <class Gemm>
+void by_sample_groups(const float* x, const Flat& f, int64_t per_sample, const Gemm& gemm) {
+  const int64_t group = std::clamp<int64_t>((1 << 17) / per_sample, 1, f.n);
+  if (f.n >= 2 * num_threads() && group < f.n) {
+    parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
+      Block<uint32_t> xw(group * per_sample);
+      for (int64_t g0 = n0; g0 < n1; g0 += group) {
+        const int64_t g1 = std::min(n1, g0 + group);
+        pad_pairs(x, f, per_sample, g0, g1, xw.get());
+        gemm(g0, g1 - g0, xw.get(), true);
+      }
+    });
+    return;
+  }
   Block<uint32_t> xw(f.n * per_sample);
-  Block<int64_t> bkoff(kp), akoff(2 * kp), cols(f.n * qs);
-  pad_pairs(x, f, per_sample, xw.get());
+  parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
+    pad_pairs(x, f, per_sample, n0, n1, xw.get() + n0 * per_sample);
+  });
+  gemm(0, f.n, xw.get(), false);
+}
+
+// The weight's k offsets in the forwards' K order (2 per channel pair and kernel offset), and
+// the input's, in bf16 elements of xw, per pair.
+void forward_offsets(const Flat& f, const WeightView& wv, int64_t* w_off, int64_t* x_off) {
+  const int64_t khw = f.kh * f.kw, plane = f.hp() * f.wp();
   for (int64_t cp = 0; cp < f.c / 2; ++cp)
     for (int64_t r = 0; r < khw; ++r) {
       const int64_t kk = cp * khw + r, rw = wv.flip ? khw - 1 - r : r;
-      bkoff.get()[kk] = 2 * (cp * plane + r / f.kw * wp + r % f.kw);  // in bf16 elements
-      akoff.get()[2 * kk] = 2 * cp * wv.ch_stride + rw;
-      akoff.get()[2 * kk + 1] = (2 * cp + 1) * wv.ch_stride + rw;
+      x_off[kk] = 2 * (cp * plane + r / f.kw * f.wp() + r % f.kw);
+      w_off[2 * kk] = 2 * cp * wv.ch_stride + rw;
+      w_off[2 * kk + 1] = (2 * cp + 1) * wv.ch_stride + rw;
     }
+}
+
+// y (n, c_out, OH, OW) = conv(x, weight) (+ bias). f.c must be even. C (c_out, (n, q)) = w
+// (c_out, K) col (K, (n, q)), whose B (col) the microkernel reads from xw in place.
+void flat_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
+                  const float* bias, float* y) {
+  const int64_t qs = round_up(f.q(), 32), wp = f.wp(), ow = f.ow(), p = f.oh() * ow;
+  const int64_t kp = f.c / 2 * f.kh * f.kw;
+  // The last panel of a sample reads up to qs - q + wp words past its planes.
+  const int64_t per_sample = f.c / 2 * f.hp() * wp + qs - f.q() + wp;
+  Block<int64_t> xoff(kp), woff(2 * kp), cols(f.n * qs);
+  forward_offsets(f, wv, woff.get(), xoff.get());
   for (int64_t n = 0; n < f.n; ++n)
     for (int64_t q = 0; q < qs; ++q)
       cols.get()[n * qs + q] = q < f.q() && q % wp < ow ? n * c_out * p + q / wp * ow + q % wp : -1;
   Bf16Operand a;
-  a.p = wv.w, a.rs = wv.j_stride, a.k_off = akoff.get();
-  Bf16Operand b;  // pair kk of position (n, q) at word n * per_sample + q + bkoff[kk] / 2
-  b.bf16 = reinterpret_cast<const uint16_t*>(xw.get()), b.rs = 2, b.r_block = qs,
-  b.r_block_stride = 2 * per_sample, b.k_off = bkoff.get();
-  Bf16Output out;
-  out.c = y, out.ldc = p, out.col_off = cols.get(), out.row_bias = bias;
-  gemm_bf16(c_out, f.n * qs, 2 * kp, a, b, out);
+  a.p = wv.w, a.rs = wv.j_stride, a.k_off = woff.get();
+  const int mr = bf16_panel_mr(qs);  // every group's n is a multiple of qs (of 32)
+  Block<uint32_t> wpk((c_out + mr - 1) / mr * mr * kp);
+  pack_bf16(a, c_out, 2 * kp, mr, wpk.get());
+  a.packed = wpk.get();
+  by_sample_groups(x, f, per_sample, [&](int64_t n0, int64_t count, uint32_t* xw, bool serial) {
+    Bf16Operand b;  // pair kk of position (n, q) at word n * per_sample + q + xoff[kk] / 2
+    b.bf16 = reinterpret_cast<const uint16_t*>(xw), b.rs = 2, b.r_block = qs,
+    b.r_block_stride = 2 * per_sample, b.k_off = xoff.get();
+    Bf16Output out;
+    out.c = y + n0 * c_out * p, out.ldc = p, out.col_off = cols.get(), out.row_bias = bias;
+    gemm_bf16(c_out, count * qs, 2 * kp, a, b, out, serial);
+  });
 }
 
 // The same, as C ((n, p), c_out) = col ((n, p), K) w^T (K, c_out) over the valid positions
 // only: A (col) read in place from xw through a table of row offsets.
 void rows_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
                   const float* bias, float* y) {
-  const int64_t wp = f.wp(), ow = f.ow(), oh = f.oh(), p = oh * ow;
-  const int64_t plane = f.hp() * wp, khw = f.kh * f.kw, kp = f.c / 2 * khw;
-  const int64_t per_sample = f.c / 2 * plane + wp;
-  Block<uint32_t> xw(f.n * per_sample);
-  Block<int64_t> akoff(kp), bkoff(2 * kp), arows(f.n * p), crows(f.n * p);
-  pad_pairs(x, f, per_sample, xw.get());
-  for (int64_t cp = 0; cp < f.c / 2; ++cp)
-    for (int64_t r = 0; r < khw; ++r) {
-      const int64_t kk = cp * khw + r, rw = wv.flip ? khw - 1 - r : r;
-      akoff.get()[kk] = 2 * (cp * plane + r / f.kw * wp + r % f.kw);  // in bf16 elements
-      bkoff.get()[2 * kk] = 2 * cp * wv.ch_stride + rw;
-      bkoff.get()[2 * kk + 1] = (2 * cp + 1) * wv.ch_stride + rw;
-    }
+  const int64_t wp = f.wp(), ow = f.ow(), p = f.oh() * ow, kp = f.c / 2 * f.kh * f.kw;
+  const int64_t per_sample = f.c / 2 * f.hp() * wp + wp;
+  Block<int64_t> xoff(kp), woff(2 * kp), arows(f.n * p), crows(f.n * p);
+  forward_offsets(f, wv, woff.get(), xoff.get());
   for (int64_t n = 0; n < f.n; ++n)
     for (int64_t q = 0; q < p; ++q) {
       arows.get()[n * p + q] = 2 * (n * per_sample + q / ow * wp + q % ow);
       crows.get()[n * p + q] = n * c_out * p + q;
     }
-  Bf16Operand a;
-  a.bf16 = reinterpret_cast<const uint16_t*>(xw.get()), a.r_off = arows.get(), a.ks = 1,
-  a.k_off = akoff.get();
   Bf16Operand b;
-  b.p = wv.w, b.rs = wv.j_stride, b.k_off = bkoff.get();
-  Bf16Output out;
-  out.c = y, out.cs = p, out.row_off = crows.get(), out.bias = bias;
-  gemm_bf16(f.n * p, c_out, 2 * kp, a, b, out);
+  b.p = wv.w, b.rs = wv.j_stride, b.k_off = woff.get();
+  const int nr = bf16_panel_nr(c_out);
+  Block<uint32_t> wpk((c_out + nr - 1) / nr * nr * kp);
+  pack_bf16(b, c_out, 2 * kp, nr, wpk.get());
+  b.packed = wpk.get();
+  by_sample_groups(x, f, per_sample, [&](int64_t n0, int64_t count, uint32_t* xw, bool serial) {
+    Bf16Operand a;
+    a.bf16 = reinterpret_cast<const uint16_t*>(xw), a.r_off = arows.get(), a.k_off = xoff.get();
+    Bf16Output out;
+    out.c = y + n0 * c_out * p, out.cs = p, out.row_off = crows.get(), out.bias = bias;
+    gemm_bf16(count * p, c_out, 2 * kp, a, b, out, serial);
+  });
 }
 
 // flat_forward's microkernel runs at its peak but computes round_up(OH Wp, 32) positions for OH OW
@@ -175,8 +206,7 @@ void conv_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
   const double useful = static_cast<double>(f.oh() * f.ow()) / round_up(f.q(), 32);
   // rows_forward's tiles are 8 x 32 unless c_out fits 16-column panels better (then 16 rows,
   // whose 16 row pointers spill: measured 2x slower).
-  const bool wide = round_up(c_out, 16) == round_up(c_out, 32);
-  if (useful >= 0.85 || !wide)
+  if (useful >= 0.85 || bf16_panel_nr(c_out) != 32)
     flat_forward(x, f, wv, c_out, bias, y);
   else
     rows_forward(x, f, wv, c_out, bias, y);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -364,13 +365,24 @@ int64_t tile_grain(int64_t kp) {
   return std::max<int64_t>(1, (1 << 21) / (MR * NR * std::max<int64_t>(kp, 1) * 2));
 }
 
+// parallel_for, or fn(0, n) on this thread when serial.
+void for_range(bool serial, int64_t n, int64_t grain,
+               const std::function<void(int64_t, int64_t)>& fn) {
+  if (serial) {
+    if (n > 0) fn(0, n);
+  } else {
+    parallel_for(n, grain, fn);
+  }
+}
+
 // All of o's panels of `width` rows, K-pairs [0, kp), into dst: tasks over (panel, 1024 k).
-void pack_all(const Bf16Operand& o, int64_t rows, int64_t k, int width, uint32_t* dst) {
+void pack_all(const Bf16Operand& o, int64_t rows, int64_t k, int width, uint32_t* dst,
+              bool serial) {
   constexpr int64_t kChunk = 1024;  // a multiple of 32
   const int64_t kp = (k + 1) / 2, nb = (rows + width - 1) / width;
   const int64_t chunks = std::max<int64_t>(1, (k + kChunk - 1) / kChunk);
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / (width * std::min(k, kChunk) + 1));
-  parallel_for(nb * chunks, grain, [&](int64_t t0, int64_t t1) {
+  for_range(serial, nb * chunks, grain, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t jb = t / chunks, k0 = t % chunks * kChunk;
       pack(o, jb * width, std::min<int64_t>(width, rows - jb * width), k0, std::min(k, k0 + kChunk),
@@ -382,13 +394,14 @@ void pack_all(const Bf16Operand& o, int64_t rows, int64_t k, int width, uint32_t
 // B in place: A packed whole, tiles in column-panel order (a B panel stays in L1 over the rows).
 template <int MR, int NV>
 void gemm_b_direct(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
-                   const Bf16Output& c) {
+                   const Bf16Output& c, bool serial) {
   constexpr int NR = 16 * NV;
   ENGINE_CHECK(b.rs == 2 && !b.r_off && b.r_block % 32 == 0, "gemm_bf16: B in place needs rs 2, ",
                "no r_off and r_block a multiple of 32");
   const int64_t kp = (k + 1) / 2, mb = (m + MR - 1) / MR, nb = (n + NR - 1) / NR;
-  Words ap(mb * kp * MR);
-  pack_all(a, m, k, MR, ap.get());
+  Words ap(a.packed ? 1 : mb * kp * MR);
+  if (!a.packed) pack_all(a, m, k, MR, ap.get(), serial);
+  const uint32_t* apanels = a.packed ? a.packed : ap.get();
   Block<int64_t> ko(kp), base(nb * NV);
   Block<uint16_t> mask(nb * NV);
   for (int64_t kk = 0; kk < kp; ++kk) ko.get()[kk] = koff(b, kk);
@@ -404,12 +417,12 @@ void gemm_b_direct(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const 
     mask.get()[run] = keep, base.get()[run] = first;
   }
   const ColumnRuns runs{mask.get(), base.get()};
-  parallel_for(mb * nb, tile_grain<MR, NR>(kp), [&](int64_t t0, int64_t t1) {
+  for_range(serial, mb * nb, tile_grain<MR, NR>(kp), [&](int64_t t0, int64_t t1) {
     alignas(64) float tile[MR * NR];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t jb = t / mb, ib = t % mb;
       const int64_t rows = std::min<int64_t>(MR, m - ib * MR);
-      microkernel_bdirect<MR, NV>(ap.get() + ib * kp * MR, b.bf16 + roff(b, jb * NR), ko.get(), kp,
+      microkernel_bdirect<MR, NV>(apanels + ib * kp * MR, b.bf16 + roff(b, jb * NR), ko.get(), kp,
                                   tile);
       if (c.col_off)
         store_tile_runs(tile, NR, ib * MR, rows, jb * NR, c, runs);
@@ -421,12 +434,13 @@ void gemm_b_direct(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const 
 
 template <int MR, int NV>
 void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
-          const Bf16Output& c) {
-  if (b.bf16) return gemm_b_direct<MR, NV>(m, n, k, a, b, c);
+          const Bf16Output& c, bool serial) {
+  if (b.bf16) return gemm_b_direct<MR, NV>(m, n, k, a, b, c, serial);
   constexpr int NR = 16 * NV;
   const int64_t kp = (k + 1) / 2, mb = (m + MR - 1) / MR, nb = (n + NR - 1) / NR;
-  Words bp(nb * kp * NR);
-  pack_all(b, n, k, NR, bp.get());
+  Words bpk(b.packed ? 1 : nb * kp * NR);
+  if (!b.packed) pack_all(b, n, k, NR, bpk.get(), serial);
+  const uint32_t* bp = b.packed ? b.packed : bpk.get();
   const int64_t grain = tile_grain<MR, NR>(kp);
   if (a.bf16) {  // A in place: its pair offsets once, its row offsets per panel
     Block<int64_t> ko(kp);
@@ -435,7 +449,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
     // for all of a task's tiles, whose sums wait in tiles between blocks (192 measured 1.5x
     // faster than 512 on the conv filter gradients; 96 no better).
     constexpr int64_t kKb = 192;
-    parallel_for(mb * nb, grain, [&](int64_t t0, int64_t t1) {
+    for_range(serial, mb * nb, grain, [&](int64_t t0, int64_t t1) {
       Block<float> tiles((t1 - t0) * MR * NR);
       int64_t ro[MR];
       for (int64_t kk0 = 0; kk0 < std::max<int64_t>(kp, 1); kk0 += kKb)
@@ -443,7 +457,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
           const int64_t ib = t / nb, jb = t % nb;
           const int64_t rows = std::min<int64_t>(MR, m - ib * MR);
           for (int i = 0; i < MR; ++i) ro[i] = roff(a, ib * MR + (i < rows ? i : 0));
-          microkernel_direct<MR, NV>(a.bf16, ro, ko.get(), bp.get() + jb * kp * NR, kk0,
+          microkernel_direct<MR, NV>(a.bf16, ro, ko.get(), bp + jb * kp * NR, kk0,
                                      std::min(kp, kk0 + kKb), kk0 > 0,
                                      tiles.get() + (t - t0) * MR * NR);
         }
@@ -457,7 +471,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
     return;
   }
   // Tiles in row-panel order, so a thread packs each A panel it needs once.
-  parallel_for(mb * nb, grain, [&](int64_t t0, int64_t t1) {
+  for_range(serial, mb * nb, grain, [&](int64_t t0, int64_t t1) {
     Words ap(kp * MR);
     alignas(64) float tile[MR * NR];
     int64_t packed = -1;
@@ -465,7 +479,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
       const int64_t ib = t / nb, jb = t % nb;
       const int64_t rows = std::min<int64_t>(MR, m - ib * MR);
       if (ib != packed) pack(a, ib * MR, rows, 0, k, MR, ap.get()), packed = ib;
-      microkernel<MR, NV>(ap.get(), bp.get() + jb * kp * NR, kp, tile);
+      microkernel<MR, NV>(ap.get(), bp + jb * kp * NR, kp, tile);
       store_tile(tile, NR, ib * MR, rows, jb * NR, std::min<int64_t>(NR, n - jb * NR), c);
     }
   });
@@ -494,6 +508,11 @@ ENGINE_BF16_TARGET void to_bf16_avx512(const float* src, int64_t count, uint16_t
   }
 }
 
+// 16-column panels when they pad N less than 32-column ones (N = 10, 16, 48, ...).
+bool narrow(int64_t n) {
+  return (n + 15) / 16 * 16 < (n + 31) / 32 * 32;
+}
+
 }  // namespace
 
 void bf16_pairs(const float* lo, const float* hi, int64_t count, uint32_t* dst) {
@@ -504,14 +523,24 @@ void to_bf16(const float* src, int64_t count, uint16_t* dst) {
   to_bf16_avx512(src, count, dst);
 }
 
+int bf16_panel_mr(int64_t n) {
+  return narrow(n) ? 16 : 8;
+}
+int bf16_panel_nr(int64_t n) {
+  return narrow(n) ? 16 : 32;
+}
+
+void pack_bf16(const Bf16Operand& o, int64_t rows, int64_t k, int width, uint32_t* dst) {
+  pack_all(o, rows, k, width, dst, false);
+}
+
 void gemm_bf16(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
-               const Bf16Output& c) {
+               const Bf16Output& c, bool serial) {
   if (m <= 0 || n <= 0) return;
-  // 16-column panels when they pad N less than 32-column ones (N = 10, 16, 48, ...).
-  if ((n + 15) / 16 * 16 < (n + 31) / 32 * 32)
-    gemm<16, 1>(m, n, k, a, b, c);
+  if (narrow(n))
+    gemm<16, 1>(m, n, k, a, b, c, serial);
   else
-    gemm<8, 2>(m, n, k, a, b, c);
+    gemm<8, 2>(m, n, k, a, b, c, serial);
 }
 
 }  // namespace engine::kernels::cpu::detail

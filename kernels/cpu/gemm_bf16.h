@@ -20,6 +20,7 @@ namespace engine::kernels::cpu::detail {
 struct Bf16Operand {
   const float* p = nullptr;
   const uint16_t* bf16 = nullptr;
+  const uint32_t* packed = nullptr;  // its panels, packed by pack_bf16 at gemm_bf16's width
   int64_t rs = 0, ks = 0;
   int64_t r_block = 0, r_block_stride = 0;
   int64_t k_block = 0, k_block_stride = 0;
@@ -46,8 +47,17 @@ void bf16_pairs(const float* lo, const float* hi, int64_t count, uint32_t* dst);
 // dst[i] = bf16(src[i]) for i < count, nearest even.
 void to_bf16(const float* src, int64_t count, uint16_t* dst);
 
-// C (m, n) = A (m, k) B (k, n): a as (m, k) and b as (n, k) operands.
+// C (m, n) = A (m, k) B (k, n): a as (m, k) and b as (n, k) operands. serial: all on the calling
+// thread (inside a parallel_for task).
 void gemm_bf16(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Operand& b,
-               const Bf16Output& c);
+               const Bf16Output& c, bool serial = false);
+
+// The panel widths gemm_bf16 uses for n columns: A panels of mr rows, B panels of nr columns.
+int bf16_panel_mr(int64_t n);
+int bf16_panel_nr(int64_t n);
+// o's rows packed into panels of `width` (K-pairs interleaved), for Bf16Operand::packed: an
+// operand packed once and used by several gemm_bf16 calls. dst holds ceil(rows / width) *
+// width * ceil(k / 2) words.
+void pack_bf16(const Bf16Operand& o, int64_t rows, int64_t k, int width, uint32_t* dst);
 
 }  // namespace engine::kernels::cpu::detail

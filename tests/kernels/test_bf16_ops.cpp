@@ -197,10 +197,16 @@ TEST_F(Bf16Kernels, FlatConvolutionsMatchTheRoundingReference) {
 // reference (stride 2, Cin 1, odd channel counts, small).
 TEST_F(Bf16Kernels, ConvolutionsMatchTheRoundingReference) {
   const std::vector<Conv2dShape> shapes = {
-      {8, 16, 14, 14, 32, 5, 5, 1, 2}, {4, 32, 14, 14, 64, 3, 3, 1, 1},
-      {3, 10, 12, 12, 20, 5, 5, 1, 0}, {4, 1, 28, 28, 16, 5, 5, 1, 2},
-      {2, 3, 9, 9, 4, 3, 3, 2, 1},     {1, 2, 4, 4, 3, 3, 3, 1, 1},
-      {4, 5, 14, 14, 7, 3, 3, 1, 1}};
+      {8, 16, 14, 14, 32, 5, 5, 1, 2},
+      {4, 32, 14, 14, 64, 3, 3, 1, 1},
+      {3, 10, 12, 12, 20, 5, 5, 1, 0},
+      {4, 1, 28, 28, 16, 5, 5, 1, 2},
+      {2, 3, 9, 9, 4, 3, 3, 2, 1},
+      {1, 2, 4, 4, 3, 3, 3, 1, 1},
+      {4, 5, 14, 14, 7, 3, 3, 1, 1},
+      // Batches past one L2-sized group of samples: each thread converts and multiplies groups.
+      {48, 32, 14, 14, 32, 3, 3, 1, 1},
+      {64, 16, 14, 14, 32, 5, 5, 1, 2}};
   uint64_t seed = 500;
   for (const auto& s : shapes)
     check_conv(s, seed += 10, cpu::conv2d_forward_bf16, cpu::conv2d_backward_data_bf16,
@@ -209,7 +215,7 @@ TEST_F(Bf16Kernels, ConvolutionsMatchTheRoundingReference) {
 
 // Each output is summed by one thread in a fixed order: 1 and 2 threads give the same bits.
 TEST_F(Bf16Kernels, ResultsDoNotDependOnTheThreadCount) {
-  const Conv2dShape s{6, 16, 14, 14, 32, 5, 5, 1, 2};
+  const Conv2dShape s{72, 16, 14, 14, 32, 5, 5, 1, 2};  // several sample groups
   const LinearShape l{19, 300, 70};
   auto x = filled(s.x_count(), 1), w = filled(s.w_count(), 2), dy = filled(s.y_count(), 3);
   auto lx = filled(l.n * l.in, 4), lw = filled(l.out * l.in, 5);
