@@ -76,22 +76,22 @@ void pad_pairs(const float* x, const Flat& f, int64_t per_sample, int64_t n0, in
   }
 }
 
-// xb (n, per_sample): x zero-padded to (c, Hp, Wp) planes of bf16, zeros after each sample's.
-void pad_bf16(const float* x, const Flat& f, int64_t per_sample, uint16_t* xb) {
+// xb (n1 - n0, per_sample): samples [n0, n1) of x zero-padded to (c, Hp, Wp) planes of bf16,
+// zeros after each sample's.
+void pad_bf16(const float* x, const Flat& f, int64_t per_sample, int64_t n0, int64_t n1,
+              uint16_t* xb) {
   const int64_t plane = f.hp() * f.wp(), hw = f.h * f.w;
-  parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
-    Block<uint16_t> tmp(hw);
-    for (int64_t n = n0; n < n1; ++n) {
-      uint16_t* dst = xb + n * per_sample;
-      for (int64_t c = 0; c < f.c; ++c) {
-        to_bf16(x + (n * f.c + c) * hw, hw, tmp.get());
-        pad_plane(f, dst + c * plane, [&](int64_t i, uint16_t* out) {
-          std::memcpy(out, tmp.get() + i * f.w, sizeof(uint16_t) * f.w);
-        });
-      }
-      std::memset(dst + f.c * plane, 0, sizeof(uint16_t) * (per_sample - f.c * plane));
+  Block<uint16_t> tmp(hw);
+  for (int64_t n = n0; n < n1; ++n) {
+    uint16_t* dst = xb + (n - n0) * per_sample;
+    for (int64_t c = 0; c < f.c; ++c) {
+      to_bf16(x + (n * f.c + c) * hw, hw, tmp.get());
+      pad_plane(f, dst + c * plane, [&](int64_t i, uint16_t* out) {
+        std::memcpy(out, tmp.get() + i * f.w, sizeof(uint16_t) * f.w);
+      });
     }
-  });
+    std::memset(dst + f.c * plane, 0, sizeof(uint16_t) * (per_sample - f.c * plane));
+  }
 }
 
 // The weight as the (c_out, K) operand of the forwards, whose K runs over (channel pair, kh, kw,
@@ -241,43 +241,79 @@ void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
 void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw,
                                       const Conv2dShape& s, float beta) {
   const Flat f{s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw};
-  const int64_t wp = f.wp(), ow = f.ow(), oh = f.oh();
+  const int64_t wp = f.wp(), ow = f.ow(), oh = f.oh(), k = f.k(), c_out = s.c_out;
   // The reduction runs over positions (n, i, j) in rows of rw: the outputs alone (rw = OW) when
   // OW is even, so that no pair (j, j + 1) straddles two rows, else flat rows (rw = Wp, zeros
   // past OW). Each sample's run is padded with zeros to qs, a multiple of 32 (the packer's chunk).
   const int64_t rw = ow % 2 == 0 ? ow : wp, qs = round_up(oh * rw, 32);
   const int64_t per_sample = round_up(f.c * f.hp() * wp + wp, 2);
-  Block<uint16_t> xb(s.n * per_sample);
-  Block<float> dyf(s.n * s.c_out * qs);
-  Block<int64_t> koff(f.k()), pairs(s.n * qs / 2);
-  pad_bf16(x, f, per_sample, xb.get());
+  // Samples in groups of ~512 KiB of operands (fixed by the shape, not the thread count): each
+  // thread converts whole groups and sums each into its own dw^T, added up in group order.
+  const int64_t bytes = per_sample * 2 + c_out * qs * 4;
+  const int64_t group = std::clamp<int64_t>((1 << 19) / bytes, 1, s.n);
+  const int64_t groups = (s.n + group - 1) / group;
+  Block<int64_t> koff(k), pairs(group * qs / 2);
   for (int64_t ci = 0; ci < f.c; ++ci)
     for (int64_t i = 0; i < f.kh; ++i)
       for (int64_t j = 0; j < f.kw; ++j)
         koff.get()[(ci * f.kh + i) * f.kw + j] = ci * f.hp() * wp + i * wp + j;
-  // Pair m of sample n: positions 2m, 2m + 1 of the input at offset koff[k] + pairs[...]; past
+  // Pair m of a group's sample n: positions 2m, 2m + 1 of the input at koff[k] + pairs[...]; past
   // the outputs the sample's first (finite) inputs, which meet zeros in dyf.
-  for (int64_t n = 0; n < s.n; ++n)
+  for (int64_t n = 0; n < group; ++n)
     for (int64_t m = 0; m < qs / 2; ++m) {
       const int64_t q = 2 * m;
       pairs.get()[n * qs / 2 + m] = n * per_sample + (q < oh * rw ? q / rw * wp + q % rw : 0);
     }
-  // dyf (n, c_out, qs): dy in rows of rw, zeros elsewhere.
-  parallel_for(s.n * s.c_out, 4, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* dst = dyf.get() + r * qs;
-      std::memset(dst, 0, sizeof(float) * qs);
-      for (int64_t i = 0; i < oh; ++i)
-        std::memcpy(dst + i * rw, dy + (r * oh + i) * ow, sizeof(float) * ow);
+  // Samples [n0, n1) into xb and dyf (n, c_out, qs): dy in rows of rw, zeros elsewhere; then
+  // dw^T (k, co) of them at out[co * K + k] (+ beta out).
+  auto run = [&](int64_t n0, int64_t n1, uint16_t* xb, float* dyf, float* out, float b_out,
+                 bool serial) {
+    auto fill = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* dst = dyf + r * qs;
+        std::memset(dst, 0, sizeof(float) * qs);
+        for (int64_t i = 0; i < oh; ++i)
+          std::memcpy(dst + i * rw, dy + ((n0 * c_out + r) * oh + i) * ow, sizeof(float) * ow);
+      }
+    };
+    if (serial) {
+      pad_bf16(x, f, per_sample, n0, n1, xb);
+      fill(0, (n1 - n0) * c_out);
+    } else {
+      parallel_for(n1 - n0, 1, [&](int64_t a0, int64_t a1) {
+        pad_bf16(x, f, per_sample, n0 + a0, n0 + a1, xb + a0 * per_sample);
+      });
+      parallel_for((n1 - n0) * c_out, 4, fill);
+    }
+    Bf16Operand a;  // col (k, (n, q)): pair m at xb[koff[k] + pairs[m]]
+    a.bf16 = xb, a.r_off = koff.get(), a.k_off = pairs.get();
+    Bf16Operand b;  // dy ((n, q), co) at dyf[(n * c_out + co) * qs + q]
+    b.p = dyf, b.rs = qs, b.ks = 1, b.k_block = qs, b.k_block_stride = c_out * qs;
+    Bf16Output o;
+    o.c = out, o.ldc = 1, o.cs = k, o.beta = b_out;
+    gemm_bf16(k, c_out, (n1 - n0) * qs, a, b, o, serial);
+  };
+  if (groups == 1) {
+    Block<uint16_t> xb(s.n * per_sample);
+    Block<float> dyf(s.n * c_out * qs);
+    run(0, s.n, xb.get(), dyf.get(), dw, beta, false);
+    return;
+  }
+  Block<float> partial(groups * c_out * k);
+  parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+    Block<uint16_t> xb(group * per_sample);
+    Block<float> dyf(group * c_out * qs);
+    for (int64_t g = g0; g < g1; ++g)
+      run(g * group, std::min(s.n, (g + 1) * group), xb.get(), dyf.get(),
+          partial.get() + g * c_out * k, 0.f, true);
+  });
+  parallel_for(c_out * k, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float sum = 0.f;
+      for (int64_t g = 0; g < groups; ++g) sum += partial.get()[g * c_out * k + i];
+      dw[i] = beta == 0.f ? sum : beta * dw[i] + sum;
     }
   });
-  Bf16Operand a;  // col (k, (n, q)): pair m at xb[koff[k] + pairs[m]]
-  a.bf16 = xb.get(), a.r_off = koff.get(), a.k_off = pairs.get();
-  Bf16Operand b;  // dy ((n, q), co) at dyf[(n * c_out + co) * qs + q]
-  b.p = dyf.get(), b.rs = qs, b.ks = 1, b.k_block = qs, b.k_block_stride = s.c_out * qs;
-  Bf16Output out;  // dw^T (k, co) at dw[co * K + k]
-  out.c = dw, out.ldc = 1, out.cs = f.k(), out.beta = beta;
-  gemm_bf16(f.k(), s.c_out, s.n * qs, a, b, out);
 }
 
 }  // namespace engine::kernels::cpu::detail
