@@ -7,6 +7,7 @@
 #include "core/allocator.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/reduce.h"
 
 namespace engine::kernels::cpu::detail {
 namespace {
@@ -238,7 +239,7 @@ void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
                wv, s.c_in, nullptr, dx);
 }
 
-void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw,
+void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw, float* db,
                                       const Conv2dShape& s, float beta) {
   const Flat f{s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw};
   const int64_t wp = f.wp(), ow = f.ow(), oh = f.oh(), k = f.k(), c_out = s.c_out;
@@ -253,6 +254,7 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
   const int64_t group = std::clamp<int64_t>((1 << 19) / bytes, 1, s.n);
   const int64_t groups = (s.n + group - 1) / group;
   Block<int64_t> koff(k), pairs(group * qs / 2);
+  Block<float> plane_sums(db ? s.n * c_out : 1);
   for (int64_t ci = 0; ci < f.c; ++ci)
     for (int64_t i = 0; i < f.kh; ++i)
       for (int64_t j = 0; j < f.kw; ++j)
@@ -271,6 +273,8 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
     auto fill = [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         float* dst = dyf + r * qs;
+        if (db)
+          plane_sums.get()[n0 * c_out + r] = sum_block(dy + (n0 * c_out + r) * oh * ow, oh * ow);
         std::memset(dst, 0, sizeof(float) * qs);
         for (int64_t i = 0; i < oh; ++i)
           std::memcpy(dst + i * rw, dy + ((n0 * c_out + r) * oh + i) * ow, sizeof(float) * ow);
@@ -293,10 +297,19 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
     o.c = out, o.ldc = 1, o.cs = k, o.beta = b_out;
     gemm_bf16(k, c_out, (n1 - n0) * qs, a, b, o, serial);
   };
+  // db[co] = sum over n of the plane sums in double, as conv2d_backward_bias (the same bits).
+  auto bias = [&] {
+    for (int64_t co = 0; db && co < c_out; ++co) {
+      double acc = 0.0;
+      for (int64_t n = 0; n < s.n; ++n) acc += plane_sums.get()[n * c_out + co];
+      db[co] = beta == 0.f ? static_cast<float>(acc) : beta * db[co] + static_cast<float>(acc);
+    }
+  };
   if (groups == 1) {
     Block<uint16_t> xb(s.n * per_sample);
     Block<float> dyf(s.n * c_out * qs);
     run(0, s.n, xb.get(), dyf.get(), dw, beta, false);
+    bias();
     return;
   }
   Block<float> partial(groups * c_out * k);
@@ -314,6 +327,7 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
       dw[i] = beta == 0.f ? sum : beta * dw[i] + sum;
     }
   });
+  bias();
 }
 
 }  // namespace engine::kernels::cpu::detail

@@ -22,8 +22,9 @@ void conv2d_forward_bf16_flat(const float* x, const float* w, const float* b, fl
 // The forward of dy (padded by k - 1 - pad) with w flipped and transposed.
 void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
                                     const Conv2dShape& s);
-// dw^T (K, Cout) = sum over samples of col (K, Q) dy^T (Q, Cout) (+ beta dw); no bias.
-void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw,
+// dw^T (K, Cout) = sum over samples of col (K, Q) dy^T (Q, Cout) (+ beta dw); db (when not
+// null) = the fp32 sum of dy (+ beta db), as conv2d_backward_bias, taken while dy is copied.
+void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw, float* db,
                                       const Conv2dShape& s, float beta);
 
 }  // namespace engine::kernels::cpu::detail

@@ -169,14 +169,14 @@ const std::vector<Conv2dShape> kFlatShapes = {
 
 TEST_F(Bf16Kernels, FlatConvolutionsMatchTheRoundingReference) {
   uint64_t seed = 100;
-  auto filter = [](const float* x, const float* dy, float* dw, float*, const Conv2dShape& s,
+  auto filter = [](const float* x, const float* dy, float* dw, float* db, const Conv2dShape& s,
                    float beta) {
-    cpu::detail::conv2d_backward_filter_bf16_flat(x, dy, dw, s, beta);
+    cpu::detail::conv2d_backward_filter_bf16_flat(x, dy, dw, db, s, beta);
   };
   for (const auto& s : kFlatShapes) {
     ASSERT_TRUE(cpu::detail::conv2d_bf16_flat_supported(s)) << name(s);
     check_conv(s, seed += 10, cpu::detail::conv2d_forward_bf16_flat,
-               cpu::detail::conv2d_backward_data_bf16_flat, filter, false);
+               cpu::detail::conv2d_backward_data_bf16_flat, filter, true);
   }
   // The filter gradient alone also takes odd channel counts and any padding.
   auto fwd = [](const float* x, const float* w, const float* b, float* y, const Conv2dShape& s) {
@@ -189,7 +189,7 @@ TEST_F(Bf16Kernels, FlatConvolutionsMatchTheRoundingReference) {
        {Conv2dShape{3, 1, 28, 28, 16, 5, 5, 1, 2}, Conv2dShape{2, 3, 7, 9, 5, 3, 3, 1, 3},
         Conv2dShape{1, 5, 6, 6, 1, 1, 1, 1, 0}}) {
     ASSERT_TRUE(cpu::detail::conv2d_bf16_flat_filter_supported(s)) << name(s);
-    check_conv(s, seed += 10, fwd, data, filter, false);
+    check_conv(s, seed += 10, fwd, data, filter, true);
   }
 }
 
