@@ -1,7 +1,8 @@
 // kernels/cpu/bf16_ops.cpp: the bf16 layers on the vdpbf16ps GEMM (gemm_bf16.h): linear as one
 // GEMM per pass, stride-1 convolutions im2col-free (conv2d_bf16.h). Shapes the GEMM does not pay
-// off on (strided convolutions, a single input channel, tiny products) take the rounding
-// reference (reference_bf16.h), which gives the same values up to fp32 summation order.
+// off on (strided convolutions, odd channel counts, tiny products) take the rounding reference
+// (reference_bf16.h); a single input channel's filter gradient takes it by cache-sized groups.
+// All give the reference's values up to fp32 summation order.
 #include "kernels/cpu/bf16_ops.h"
 
 #include <algorithm>

@@ -1,8 +1,9 @@
 // kernels/cpu/gemm_bf16.cpp: the bf16 GEMM of gemm_bf16.h. B is packed whole into panels of NR
-// columns, A one panel of MR rows at a time by the thread that uses it; a panel holds K-pairs
-// interleaved as vdpbf16ps wants them: uint32 (low: k even, high: k odd) at [k / 2][row]. The
-// MR x NR microkernel keeps 16 fp32 zmm accumulators (8 x 32 or 16 x 16, the one that pads N
-// least). Code is compiled for AVX512_BF16 by target attributes, like peak.cpp.
+// columns, A one panel of MR rows at a time by the thread that uses it (or either is read in
+// place, Bf16Operand::bf16); a panel holds K-pairs interleaved as vdpbf16ps wants them: uint32
+// (low: k even, high: k odd) at [k / 2][row]. The MR x NR microkernel keeps 16 fp32 zmm
+// accumulators (8 x 32 or 16 x 16, the one that pads N least). Code is compiled for AVX512_BF16
+// by target attributes, like peak.cpp.
 #include "kernels/cpu/gemm_bf16.h"
 
 #include <immintrin.h>
