@@ -3,7 +3,7 @@
 // GEMM-shaped ops, of the copy/triad bandwidth otherwise; one-thread bandwidth for the CPU's
 // reduce_into; on CUDA, of cuBLAS sgemm and the device-to-device copy), pct_of_peak (compute
 // cases on the CPU: of the measured FMA peak, the physical FP32 limit), check_err (the check's
-// relative error).
+// relative error). linear_bf16/ and conv2d_bf16/: the same GEMM-shaped layers in bf16.
 #include "apps/bench_kernels/cases.h"
 
 #include <benchmark/benchmark.h>
@@ -19,6 +19,7 @@
 #include "apps/bench_kernels/ops_optim.h"
 #include "apps/bench_kernels/shapes.h"
 #include "comm/reduce.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace engine::bench {
 namespace {
@@ -175,6 +176,29 @@ void add_gemm_shaped(Registrar& r) {
       }
 }
 
+// The same layers under --precision bf16 (kernels/cpu/bf16_ops.h), on CPUs with AVX512_BF16.
+// pct_of_peak stays the share of the fp32 FMA peak, so bf16 can pass 100.
+void add_gemm_shaped_bf16(Registrar& r) {
+  if (r.cuda() || !kernels::cpu::has_avx512_bf16()) return;
+  for (auto& l : linear_sites())
+    for (ConvPass p : kPasses)
+      for (int64_t n : kBatches) {
+        kernels::LinearShape s{n, l.in, l.out};
+        r.add("linear_bf16/" + site(l.model, l.layer) + "/" + pass_name(p) + bsuffix(n),
+              Ceiling::Compute, [=] { return std::make_unique<LinearOp>(p, s, Precision::BF16); });
+      }
+  for (auto& c : conv_sites())
+    for (ConvPass p : kPasses)
+      for (int64_t n : kBatches) {
+        kernels::Conv2dShape s{n, c.c_in, c.h, c.w, c.c_out, c.k, c.k, 1, c.pad};
+        r.add("conv2d_bf16/" + site(c.model, c.layer) + "/" + pass_name(p) + bsuffix(n),
+              Ceiling::Compute, [=] {
+                return std::make_unique<Conv2dOp>(p, s, kernels::cpu::ConvAlgo::Auto,
+                                                  Precision::BF16);
+              });
+      }
+}
+
 void add_layers(Registrar& r) {
   const int dev = r.device;
   for (int64_t n : kBatches) {
@@ -247,6 +271,7 @@ void register_cpu_cases(const Ceilings& ceilings, std::vector<Failure>* failures
               -1,
               failures};
   add_gemm_shaped(r);
+  add_gemm_shaped_bf16(r);
   add_layers(r);
   add_updates_and_data(r);
 }

@@ -1,11 +1,14 @@
 // apps/bench_kernels/ops_gemm_conv.h: owns the GEMM-shaped Ops: linear (kernels/cpu/linear.h)
-// and conv2d (kernels/cpu/conv2d.h), forward and both backward products, checked against ref::.
+// and conv2d (kernels/cpu/conv2d.h), forward and both backward products, checked against ref::;
+// in bf16 (kernels/cpu/bf16_ops.h) too, checked against ref:: on the operands rounded to bf16
+// (bf16 products are exact in fp32, so only the summation order may differ).
 #pragma once
 #include <algorithm>
 #include <limits>
 #include <memory>
 
 #include "apps/bench_kernels/checks.h"
+#include "kernels/cpu/bf16_ops.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/linear.h"
 
@@ -26,12 +29,22 @@ inline const char* pass_name(ConvPass p) {
   return "?";
 }
 
+enum class Precision { FP32, BF16 };
+
+// src rounded to bf16 (what the bf16 kernels multiply), for the reference.
+inline Buffer<float> rounded(const Buffer<float>& src) {
+  Buffer<float> r(src.count());
+  kernels::cpu::round_to_bf16(src, r, src.count());
+  return r;
+}
+
 // x (N, in), w (out, in), b (out), dy (N, out). Backward weight runs with beta 0, as training.
 class LinearOp : public Op {
  public:
-  LinearOp(ConvPass pass, const kernels::LinearShape& s)
+  LinearOp(ConvPass pass, const kernels::LinearShape& s, Precision prec = Precision::FP32)
       : pass_(pass),
         s_(s),
+        prec_(prec),
         x_(uniform(s.n * s.in, 1)),
         w_(uniform(s.out * s.in, 2)),
         b_(uniform(s.out, 3)),
@@ -42,6 +55,7 @@ class LinearOp : public Op {
 
   void run() override {
     namespace kc = kernels::cpu;
+    if (prec_ == Precision::BF16) return run_bf16();
     switch (pass_) {
       case ConvPass::Forward:
         kc::linear_forward(x_, w_, b_, y_, s_);
@@ -57,13 +71,19 @@ class LinearOp : public Op {
 
   CheckResult check() override {
     run();
+    const bool bf16 = prec_ == Precision::BF16;
+    Buffer<float> x = bf16 ? rounded(x_) : Buffer<float>(),
+                  w = bf16 ? rounded(w_) : Buffer<float>(),
+                  dy = bf16 ? rounded(dy_) : Buffer<float>();
+    const float *xr = bf16 ? x.get() : x_.get(), *wr = bf16 ? w.get() : w_.get(),
+                *dyr = bf16 ? dy.get() : dy_.get();
     if (pass_ == ConvPass::Forward) {
       Buffer<float> want(s_.n * s_.out);
-      kernels::ref::linear_forward(x_, w_, b_, want, s_);
+      kernels::ref::linear_forward(xr, wr, b_, want, s_);
       return compare("y", y_, want, want.count(), sum_tol(s_.in));
     }
     Buffer<float> dx(s_.n * s_.in), dw(s_.out * s_.in), db(s_.out);
-    kernels::ref::linear_backward(x_, w_, dy_, dx, dw, db, s_);
+    kernels::ref::linear_backward(xr, wr, dyr, dx, dw, db, s_);
     if (pass_ == ConvPass::BackwardData) return compare("dx", dx_, dx, dx.count(), sum_tol(s_.out));
     return compare("dw", dw_, dw, dw.count(), sum_tol(s_.n));
   }
@@ -75,8 +95,24 @@ class LinearOp : public Op {
   }
 
  private:
+  void run_bf16() {
+    namespace kc = kernels::cpu;
+    switch (pass_) {
+      case ConvPass::Forward:
+        kc::linear_forward_bf16(x_, w_, b_, y_, s_);
+        break;
+      case ConvPass::BackwardData:
+        kc::linear_backward_data_bf16(dy_, w_, dx_, s_);
+        break;
+      case ConvPass::BackwardFilter:
+        kc::linear_backward_weight_bf16(dy_, x_, dw_, s_, 0.f);
+        break;
+    }
+  }
+
   ConvPass pass_;
   kernels::LinearShape s_;
+  Precision prec_;
   Buffer<float> x_, w_, b_, dy_, y_, dx_, dw_;
 };
 
@@ -85,10 +121,12 @@ class LinearOp : public Op {
 class Conv2dOp : public Op {
  public:
   Conv2dOp(ConvPass pass, const kernels::Conv2dShape& s,
-           kernels::cpu::ConvAlgo algo = kernels::cpu::ConvAlgo::Auto)
+           kernels::cpu::ConvAlgo algo = kernels::cpu::ConvAlgo::Auto,
+           Precision prec = Precision::FP32)
       : pass_(pass),
         s_(s),
         algo_(algo),
+        prec_(prec),
         x_(uniform(s.x_count(), 11)),
         w_(uniform(s.w_count(), 12)),
         b_(uniform(s.c_out, 13)),
@@ -104,6 +142,7 @@ class Conv2dOp : public Op {
 
   void run() override {
     namespace kc = kernels::cpu;
+    if (prec_ == Precision::BF16) return run_bf16();
     switch (pass_) {
       case ConvPass::Forward:
         kc::conv2d_forward(x_, w_, b_, y_, s_, ws_, ws_.count(), algo_);
@@ -120,23 +159,29 @@ class Conv2dOp : public Op {
   CheckResult check() override {
     run();
     namespace kr = kernels::ref;
+    const bool bf16 = prec_ == Precision::BF16;
+    Buffer<float> x = bf16 ? rounded(x_) : Buffer<float>(),
+                  w = bf16 ? rounded(w_) : Buffer<float>(),
+                  dy = bf16 ? rounded(dy_) : Buffer<float>();
+    const float *xr = bf16 ? x.get() : x_.get(), *wr = bf16 ? w.get() : w_.get(),
+                *dyr = bf16 ? dy.get() : dy_.get();
     switch (pass_) {
       case ConvPass::Forward: {
         Buffer<float> want(s_.y_count());
-        kr::conv2d_forward(x_, w_, b_, want, s_);
+        kr::conv2d_forward(xr, wr, b_, want, s_);
         return compare("y", y_, want, want.count(), sum_tol(s_.k()));
       }
       case ConvPass::BackwardData: {
         Buffer<float> want(s_.x_count());
-        kr::conv2d_backward_data(dy_, w_, want, s_);
+        kr::conv2d_backward_data(dyr, wr, want, s_);
         return compare("dx", dx_, want, want.count(), sum_tol(s_.c_out * s_.kh * s_.kw));
       }
       case ConvPass::BackwardFilter:
         break;
     }
     Buffer<float> dw(s_.w_count()), db(s_.c_out);
-    kr::conv2d_backward_filter(x_, dy_, dw, s_);
-    kr::conv2d_backward_bias(dy_, db, s_);
+    kr::conv2d_backward_filter(xr, dyr, dw, s_);
+    kr::conv2d_backward_bias(dy_, db, s_);  // fp32 in both precisions
     const int64_t k = s_.n * s_.oh() * s_.ow();
     return worst_of({compare("dw", dw_, dw, dw.count(), sum_tol(k)),
                      compare("db", db_, db, db.count(), sum_tol(k))});
@@ -148,9 +193,25 @@ class Conv2dOp : public Op {
   }
 
  private:
+  void run_bf16() {
+    namespace kc = kernels::cpu;
+    switch (pass_) {
+      case ConvPass::Forward:
+        kc::conv2d_forward_bf16(x_, w_, b_, y_, s_);
+        break;
+      case ConvPass::BackwardData:
+        kc::conv2d_backward_data_bf16(dy_, w_, dx_, s_);
+        break;
+      case ConvPass::BackwardFilter:
+        kc::conv2d_backward_filter_bf16(x_, dy_, dw_, db_, s_, 0.f);
+        break;
+    }
+  }
+
   ConvPass pass_;
   kernels::Conv2dShape s_;
   kernels::cpu::ConvAlgo algo_;
+  Precision prec_;
   Buffer<float> x_, w_, b_, dy_, y_, dx_, dw_, db_, ws_;
 };
 

@@ -20,6 +20,7 @@
 #include "apps/bench_kernels/ops_optim.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/cpu_features.h"
 #include "tests/common/run.h"
 
 namespace engine::bench {
@@ -131,6 +132,33 @@ TEST(BenchChecks, Conv2dAtModelShapes) {
           Conv2dOp op(p, s, algo);
           expect_ok(op, t + " conv " + conv_name(s) + " " + algo_name + " " + pass_name(p));
         }
+  });
+}
+
+// bench_kernels' linear_bf16/ and conv2d_bf16/ cases: the models' layers at batch 8 (big enough
+// for the vdpbf16ps GEMM), a strided and an empty one (the rounding path), checked against ref::
+// on operands rounded to bf16. Skips without AVX512_BF16.
+TEST(BenchChecks, Bf16AtModelShapes) {
+  if (!kernels::cpu::has_avx512_bf16()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  const int64_t linear[][3] = {{8, 3136, 128}, {8, 128, 10}, {8, 1568, 10},
+                               {8, 320, 50},   {8, 50, 10},  {8, 784, 10}};
+  const kernels::Conv2dShape convs[] = {
+      {8, 1, 28, 28, 32, 3, 3, 1, 1}, {8, 32, 14, 14, 64, 3, 3, 1, 1},
+      {8, 1, 28, 28, 16, 5, 5, 1, 2}, {8, 16, 14, 14, 32, 5, 5, 1, 2},
+      {8, 1, 28, 28, 10, 5, 5, 1, 0}, {8, 10, 12, 12, 20, 5, 5, 1, 0},
+      {2, 3, 11, 9, 5, 3, 3, 2, 1},   {0, 4, 5, 5, 4, 3, 3, 1, 1}};
+  at_thread_counts([&](const std::string& t) {
+    for (ConvPass p : kPasses) {
+      for (auto& l : linear) {
+        LinearOp op(p, {l[0], l[1], l[2]}, Precision::BF16);
+        expect_ok(op, t + " linear bf16 " + std::to_string(l[1]) + "->" + std::to_string(l[2]) +
+                          " " + pass_name(p));
+      }
+      for (const kernels::Conv2dShape& s : convs) {
+        Conv2dOp op(p, s, kernels::cpu::ConvAlgo::Auto, Precision::BF16);
+        expect_ok(op, t + " conv bf16 " + conv_name(s) + " " + pass_name(p));
+      }
+    }
   });
 }
 

@@ -1,0 +1,333 @@
+// kernels/cpu/conv2d_bf16.cpp: the stride-1 convolution passes of conv2d_bf16.h.
+#include "kernels/cpu/conv2d_bf16.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/allocator.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/reduce.h"
+
+namespace engine::kernels::cpu::detail {
+namespace {
+
+// T blocks of the CPU allocator's cache, freed on scope exit.
+template <class T>
+class Block {
+ public:
+  explicit Block(int64_t count)
+      : n_(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T)),
+        p_(static_cast<T*>(cpu_allocator::alloc(n_))) {}
+  ~Block() { cpu_allocator::free(p_, n_); }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  T* get() const { return p_; }
+
+ private:
+  size_t n_;
+  T* p_;
+};
+
+// One stride-1 convolution: input (n, c, h, w) padded by (ph, pw) on each side.
+struct Flat {
+  int64_t n, c, h, w, ph, pw, kh, kw;
+  int64_t hp() const { return h + 2 * ph; }
+  int64_t wp() const { return w + 2 * pw; }
+  int64_t oh() const { return hp() - kh + 1; }
+  int64_t ow() const { return wp() - kw + 1; }
+  int64_t q() const { return oh() * wp(); }  // flat output positions of a sample
+  int64_t k() const { return c * kh * kw; }
+};
+
+int64_t round_up(int64_t a, int64_t b) {
+  return (a + b - 1) / b * b;
+}
+
+// One padded plane (Hp, Wp) of dst: zeros around rows written by row(i, dst row start), i < h.
+template <class T, class Row>
+void pad_plane(const Flat& f, T* dst, const Row& row) {
+  const int64_t wp = f.wp();
+  std::memset(dst, 0, sizeof(T) * f.ph * wp);
+  for (int64_t i = 0; i < f.h; ++i) {
+    T* r = dst + (f.ph + i) * wp;
+    std::memset(r, 0, sizeof(T) * f.pw);
+    row(i, r + f.pw);
+    std::memset(r + f.pw + f.w, 0, sizeof(T) * (wp - f.pw - f.w));
+  }
+  std::memset(dst + (f.ph + f.h) * wp, 0, sizeof(T) * (f.hp() - f.ph - f.h) * wp);
+}
+
+// xw (n1 - n0, per_sample) words: samples [n0, n1) of x zero-padded to (c / 2, Hp, Wp) planes of
+// bf16 channel pairs (low: channel 2i, high: 2i + 1), zeros after each sample's planes.
+void pad_pairs(const float* x, const Flat& f, int64_t per_sample, int64_t n0, int64_t n1,
+               uint32_t* xw) {
+  const int64_t plane = f.hp() * f.wp(), cp = f.c / 2, hw = f.h * f.w;
+  Block<uint32_t> tmp(hw);  // a plane pair converted at once (not row by row: 2x faster)
+  for (int64_t n = n0; n < n1; ++n) {
+    uint32_t* dst = xw + (n - n0) * per_sample;
+    for (int64_t c = 0; c < cp; ++c) {
+      const float* lo = x + (n * f.c + 2 * c) * hw;
+      bf16_pairs(lo, lo + hw, hw, tmp.get());
+      pad_plane(f, dst + c * plane, [&](int64_t i, uint32_t* out) {
+        std::memcpy(out, tmp.get() + i * f.w, sizeof(uint32_t) * f.w);
+      });
+    }
+    std::memset(dst + cp * plane, 0, sizeof(uint32_t) * (per_sample - cp * plane));
+  }
+}
+
+// xb (n1 - n0, per_sample): samples [n0, n1) of x zero-padded to (c, Hp, Wp) planes of bf16,
+// zeros after each sample's.
+void pad_bf16(const float* x, const Flat& f, int64_t per_sample, int64_t n0, int64_t n1,
+              uint16_t* xb) {
+  const int64_t plane = f.hp() * f.wp(), hw = f.h * f.w;
+  Block<uint16_t> tmp(hw);
+  for (int64_t n = n0; n < n1; ++n) {
+    uint16_t* dst = xb + (n - n0) * per_sample;
+    for (int64_t c = 0; c < f.c; ++c) {
+      to_bf16(x + (n * f.c + c) * hw, hw, tmp.get());
+      pad_plane(f, dst + c * plane, [&](int64_t i, uint16_t* out) {
+        std::memcpy(out, tmp.get() + i * f.w, sizeof(uint16_t) * f.w);
+      });
+    }
+    std::memset(dst + f.c * plane, 0, sizeof(uint16_t) * (per_sample - f.c * plane));
+  }
+}
+
+// The weight as the (c_out, K) operand of the forwards, whose K runs over (channel pair, kh, kw,
+// channel parity): out channel j, input channel ch, kernel offset r at w[j * j_stride + ch *
+// ch_stride + (flip ? KH KW - 1 - r : r)].
+struct WeightView {
+  const float* w;
+  int64_t j_stride, ch_stride;
+  bool flip;
+};
+
+// A forward over groups of samples: pad_pairs of a group, then gemm(group's first sample, its
+// size, its pairs). With enough samples each thread takes whole groups (sized to stay in L2:
+// the conversion pass and the GEMM share the cache) and runs their GEMMs serially; else one
+// group of all samples, converted and multiplied on all threads.
+template <class Gemm>
+void by_sample_groups(const float* x, const Flat& f, int64_t per_sample, const Gemm& gemm) {
+  const int64_t group = std::clamp<int64_t>((1 << 17) / per_sample, 1, f.n);
+  if (f.n >= 2 * num_threads() && group < f.n) {
+    parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
+      Block<uint32_t> xw(group * per_sample);
+      for (int64_t g0 = n0; g0 < n1; g0 += group) {
+        const int64_t g1 = std::min(n1, g0 + group);
+        pad_pairs(x, f, per_sample, g0, g1, xw.get());
+        gemm(g0, g1 - g0, xw.get(), true);
+      }
+    });
+    return;
+  }
+  Block<uint32_t> xw(f.n * per_sample);
+  parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
+    pad_pairs(x, f, per_sample, n0, n1, xw.get() + n0 * per_sample);
+  });
+  gemm(0, f.n, xw.get(), false);
+}
+
+// The weight's k offsets in the forwards' K order (2 per channel pair and kernel offset), and
+// the input's, in bf16 elements of xw, per pair.
+void forward_offsets(const Flat& f, const WeightView& wv, int64_t* w_off, int64_t* x_off) {
+  const int64_t khw = f.kh * f.kw, plane = f.hp() * f.wp();
+  for (int64_t cp = 0; cp < f.c / 2; ++cp)
+    for (int64_t r = 0; r < khw; ++r) {
+      const int64_t kk = cp * khw + r, rw = wv.flip ? khw - 1 - r : r;
+      x_off[kk] = 2 * (cp * plane + r / f.kw * f.wp() + r % f.kw);
+      w_off[2 * kk] = 2 * cp * wv.ch_stride + rw;
+      w_off[2 * kk + 1] = (2 * cp + 1) * wv.ch_stride + rw;
+    }
+}
+
+// y (n, c_out, OH, OW) = conv(x, weight) (+ bias). f.c must be even. C (c_out, (n, q)) = w
+// (c_out, K) col (K, (n, q)), whose B (col) the microkernel reads from xw in place.
+void flat_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
+                  const float* bias, float* y) {
+  const int64_t qs = round_up(f.q(), 32), wp = f.wp(), ow = f.ow(), p = f.oh() * ow;
+  const int64_t kp = f.c / 2 * f.kh * f.kw;
+  // The last panel of a sample reads up to qs - q + wp words past its planes.
+  const int64_t per_sample = f.c / 2 * f.hp() * wp + qs - f.q() + wp;
+  Block<int64_t> xoff(kp), woff(2 * kp), cols(f.n * qs);
+  forward_offsets(f, wv, woff.get(), xoff.get());
+  for (int64_t n = 0; n < f.n; ++n)
+    for (int64_t q = 0; q < qs; ++q)
+      cols.get()[n * qs + q] = q < f.q() && q % wp < ow ? n * c_out * p + q / wp * ow + q % wp : -1;
+  Bf16Operand a;
+  a.p = wv.w, a.rs = wv.j_stride, a.k_off = woff.get();
+  const int mr = bf16_panel_mr(qs);  // every group's n is a multiple of qs (of 32)
+  Block<uint32_t> wpk((c_out + mr - 1) / mr * mr * kp);
+  pack_bf16(a, c_out, 2 * kp, mr, wpk.get());
+  a.packed = wpk.get();
+  by_sample_groups(x, f, per_sample, [&](int64_t n0, int64_t count, uint32_t* xw, bool serial) {
+    Bf16Operand b;  // pair kk of position (n, q) at word n * per_sample + q + xoff[kk] / 2
+    b.bf16 = reinterpret_cast<const uint16_t*>(xw), b.rs = 2, b.r_block = qs,
+    b.r_block_stride = 2 * per_sample, b.k_off = xoff.get();
+    Bf16Output out;
+    out.c = y + n0 * c_out * p, out.ldc = p, out.col_off = cols.get(), out.row_bias = bias;
+    gemm_bf16(c_out, count * qs, 2 * kp, a, b, out, serial);
+  });
+}
+
+// The same, as C ((n, p), c_out) = col ((n, p), K) w^T (K, c_out) over the valid positions
+// only: A (col) read in place from xw through a table of row offsets.
+void rows_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
+                  const float* bias, float* y) {
+  const int64_t wp = f.wp(), ow = f.ow(), p = f.oh() * ow, kp = f.c / 2 * f.kh * f.kw;
+  const int64_t per_sample = f.c / 2 * f.hp() * wp + wp;
+  Block<int64_t> xoff(kp), woff(2 * kp), arows(f.n * p), crows(f.n * p);
+  forward_offsets(f, wv, woff.get(), xoff.get());
+  for (int64_t n = 0; n < f.n; ++n)
+    for (int64_t q = 0; q < p; ++q) {
+      arows.get()[n * p + q] = 2 * (n * per_sample + q / ow * wp + q % ow);
+      crows.get()[n * p + q] = n * c_out * p + q;
+    }
+  Bf16Operand b;
+  b.p = wv.w, b.rs = wv.j_stride, b.k_off = woff.get();
+  const int nr = bf16_panel_nr(c_out);
+  Block<uint32_t> wpk((c_out + nr - 1) / nr * nr * kp);
+  pack_bf16(b, c_out, 2 * kp, nr, wpk.get());
+  b.packed = wpk.get();
+  by_sample_groups(x, f, per_sample, [&](int64_t n0, int64_t count, uint32_t* xw, bool serial) {
+    Bf16Operand a;
+    a.bf16 = reinterpret_cast<const uint16_t*>(xw), a.r_off = arows.get(), a.k_off = xoff.get();
+    Bf16Output out;
+    out.c = y + n0 * c_out * p, out.cs = p, out.row_off = crows.get(), out.bias = bias;
+    gemm_bf16(count * p, c_out, 2 * kp, a, b, out, serial);
+  });
+}
+
+// flat_forward's microkernel runs at its peak but computes round_up(OH Wp, 32) positions for OH OW
+// outputs; rows_forward computes the outputs alone, a little slower each (eight row pointers,
+// transposed stores). Measured on Zen 4: flat while it wastes under ~15%, or for narrow c_out.
+void conv_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
+                  const float* bias, float* y) {
+  const double useful = static_cast<double>(f.oh() * f.ow()) / round_up(f.q(), 32);
+  // rows_forward's tiles are 8 x 32 unless c_out fits 16-column panels better (then 16 rows,
+  // whose 16 row pointers spill: measured 2x slower).
+  if (useful >= 0.85 || bf16_panel_nr(c_out) != 32)
+    flat_forward(x, f, wv, c_out, bias, y);
+  else
+    rows_forward(x, f, wv, c_out, bias, y);
+}
+
+}  // namespace
+
+bool conv2d_bf16_flat_supported(const Conv2dShape& s) {
+  return s.stride == 1 && s.pad <= s.kh - 1 && s.pad <= s.kw - 1 && s.c_in % 2 == 0 &&
+         s.c_out % 2 == 0;
+}
+
+bool conv2d_bf16_flat_filter_supported(const Conv2dShape& s) {
+  return s.stride == 1;
+}
+
+void conv2d_forward_bf16_flat(const float* x, const float* w, const float* b, float* y,
+                              const Conv2dShape& s) {
+  const WeightView wv{w, s.k(), s.kh * s.kw, false};  // w[co][ci][r]
+  conv_forward(x, {s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw}, wv, s.c_out, b, y);
+}
+
+void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
+                                    const Conv2dShape& s) {
+  // dx[ci] = sum over (co, i, j) of w[co, ci, KH-1-i, KW-1-j] dy[co] padded by (KH-1-pad) at
+  // (i, j): out channel ci, input channel co, flipped offsets.
+  const WeightView wv{w, s.kh * s.kw, s.c_in * s.kh * s.kw, true};
+  conv_forward(dy, {s.n, s.c_out, s.oh(), s.ow(), s.kh - 1 - s.pad, s.kw - 1 - s.pad, s.kh, s.kw},
+               wv, s.c_in, nullptr, dx);
+}
+
+void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw, float* db,
+                                      const Conv2dShape& s, float beta) {
+  const Flat f{s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw};
+  const int64_t wp = f.wp(), ow = f.ow(), oh = f.oh(), k = f.k(), c_out = s.c_out;
+  // The reduction runs over positions (n, i, j) in rows of rw: the outputs alone (rw = OW) when
+  // OW is even, so that no pair (j, j + 1) straddles two rows, else flat rows (rw = Wp, zeros
+  // past OW). Each sample's run is padded with zeros to qs, a multiple of 32 (the packer's chunk).
+  const int64_t rw = ow % 2 == 0 ? ow : wp, qs = round_up(oh * rw, 32);
+  const int64_t per_sample = round_up(f.c * f.hp() * wp + wp, 2);
+  // Samples in groups of ~512 KiB of operands (fixed by the shape, not the thread count): each
+  // thread converts whole groups and sums each into its own dw^T, added up in group order.
+  const int64_t bytes = per_sample * 2 + c_out * qs * 4;
+  const int64_t group = std::clamp<int64_t>((1 << 19) / bytes, 1, s.n);
+  const int64_t groups = (s.n + group - 1) / group;
+  Block<int64_t> koff(k), pairs(group * qs / 2);
+  Block<float> plane_sums(db ? s.n * c_out : 1);
+  for (int64_t ci = 0; ci < f.c; ++ci)
+    for (int64_t i = 0; i < f.kh; ++i)
+      for (int64_t j = 0; j < f.kw; ++j)
+        koff.get()[(ci * f.kh + i) * f.kw + j] = ci * f.hp() * wp + i * wp + j;
+  // Pair m of a group's sample n: positions 2m, 2m + 1 of the input at koff[k] + pairs[...]; past
+  // the outputs the sample's first (finite) inputs, which meet zeros in dyf.
+  for (int64_t n = 0; n < group; ++n)
+    for (int64_t m = 0; m < qs / 2; ++m) {
+      const int64_t q = 2 * m;
+      pairs.get()[n * qs / 2 + m] = n * per_sample + (q < oh * rw ? q / rw * wp + q % rw : 0);
+    }
+  // Samples [n0, n1) into xb and dyf (n, c_out, qs): dy in rows of rw, zeros elsewhere; then
+  // dw^T (k, co) of them at out[co * K + k] (+ beta out).
+  auto run = [&](int64_t n0, int64_t n1, uint16_t* xb, float* dyf, float* out, float b_out,
+                 bool serial) {
+    auto fill = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* dst = dyf + r * qs;
+        if (db)
+          plane_sums.get()[n0 * c_out + r] = sum_block(dy + (n0 * c_out + r) * oh * ow, oh * ow);
+        std::memset(dst, 0, sizeof(float) * qs);
+        for (int64_t i = 0; i < oh; ++i)
+          std::memcpy(dst + i * rw, dy + ((n0 * c_out + r) * oh + i) * ow, sizeof(float) * ow);
+      }
+    };
+    if (serial) {
+      pad_bf16(x, f, per_sample, n0, n1, xb);
+      fill(0, (n1 - n0) * c_out);
+    } else {
+      parallel_for(n1 - n0, 1, [&](int64_t a0, int64_t a1) {
+        pad_bf16(x, f, per_sample, n0 + a0, n0 + a1, xb + a0 * per_sample);
+      });
+      parallel_for((n1 - n0) * c_out, 4, fill);
+    }
+    Bf16Operand a;  // col (k, (n, q)): pair m at xb[koff[k] + pairs[m]]
+    a.bf16 = xb, a.r_off = koff.get(), a.k_off = pairs.get();
+    Bf16Operand b;  // dy ((n, q), co) at dyf[(n * c_out + co) * qs + q]
+    b.p = dyf, b.rs = qs, b.ks = 1, b.k_block = qs, b.k_block_stride = c_out * qs;
+    Bf16Output o;
+    o.c = out, o.ldc = 1, o.cs = k, o.beta = b_out;
+    gemm_bf16(k, c_out, (n1 - n0) * qs, a, b, o, serial);
+  };
+  // db[co] = sum over n of the plane sums in double, as conv2d_backward_bias (the same bits).
+  auto bias = [&] {
+    for (int64_t co = 0; db && co < c_out; ++co) {
+      double acc = 0.0;
+      for (int64_t n = 0; n < s.n; ++n) acc += plane_sums.get()[n * c_out + co];
+      db[co] = beta == 0.f ? static_cast<float>(acc) : beta * db[co] + static_cast<float>(acc);
+    }
+  };
+  if (groups == 1) {
+    Block<uint16_t> xb(s.n * per_sample);
+    Block<float> dyf(s.n * c_out * qs);
+    run(0, s.n, xb.get(), dyf.get(), dw, beta, false);
+    bias();
+    return;
+  }
+  Block<float> partial(groups * c_out * k);
+  parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+    Block<uint16_t> xb(group * per_sample);
+    Block<float> dyf(group * c_out * qs);
+    for (int64_t g = g0; g < g1; ++g)
+      run(g * group, std::min(s.n, (g + 1) * group), xb.get(), dyf.get(),
+          partial.get() + g * c_out * k, 0.f, true);
+  });
+  parallel_for(c_out * k, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float sum = 0.f;
+      for (int64_t g = 0; g < groups; ++g) sum += partial.get()[g * c_out * k + i];
+      dw[i] = beta == 0.f ? sum : beta * dw[i] + sum;
+    }
+  });
+  bias();
+}
+
+}  // namespace engine::kernels::cpu::detail
