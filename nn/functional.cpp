@@ -37,6 +37,19 @@ F* pick(bool bf16, F* bf16_fn, F* fp32_fn) {
   return bf16 ? bf16_fn : fp32_fn;
 }
 
+// Where --precision bf16 multiplies in bf16: the layers whose products it speeds up. A linear
+// layer of fewer than 8192 weights (the 10-class heads, fc2) and a convolution of one input
+// channel (K = KH * KW, too short for bf16 pairs) measured 0.5-0.9x of fp32 on Zen 4 and stay fp32
+// (more exact, never slower); the choice depends on the weights alone, so every batch of a layer
+// runs alike, on every device.
+constexpr int64_t kBf16MinLinearWeights = 8192;
+bool runs_in_bf16(const kernels::LinearShape& s) {
+  return matmul_precision() == Precision::BF16 && s.in * s.out >= kBf16MinLinearWeights;
+}
+bool runs_in_bf16(const kernels::Conv2dShape& s) {
+  return matmul_precision() == Precision::BF16 && s.c_in > 1;
+}
+
 void check_dims(const char* op, const char* what, const Tensor& t, int64_t dims) {
   ENGINE_CHECK(t.defined(), op, ": ", what, " is undefined");
   ENGINE_CHECK(t.dim() == dims, op, ": ", what, " must have ", dims, " dimensions, got ",
@@ -76,7 +89,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Device dev = same_device("linear", x, {{"weight", &w}, {"bias", &b}});
   kernels::LinearShape s{x.size(0), w.size(1), w.size(0)};
   Tensor y = Tensor::empty({s.n, s.out}, DType::F32, dev);
-  const bool bf16 = matmul_precision() == Precision::BF16;  // the backward's too
+  const bool bf16 = runs_in_bf16(s);  // the backward's too
   call(dev, pick(bf16, kc::linear_forward_bf16, kc::linear_forward),
        pick(bf16, kg::linear_forward_bf16, kg::linear_forward), f(x), f(w), f(b), f(y), s);
   record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev, bf16](const Tensor& dy) {
@@ -115,7 +128,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
   const Device dev = same_device("conv2d", x, {{"weight", &w}, {"bias", &b}});
   Tensor y = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
   // Workspaces come from the device's allocator cache inside the kernels.
-  const bool bf16 = matmul_precision() == Precision::BF16;  // the backward's too
+  const bool bf16 = runs_in_bf16(s);  // the backward's too
   call(dev, pick(bf16, kc::conv2d_forward_bf16, kc::conv2d_forward),
        pick(bf16, kg::conv2d_forward_bf16, kg::conv2d_forward), f(x), f(w), f(b), f(y), s);
   record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev, bf16](const Tensor& dy) {

@@ -54,18 +54,18 @@ TEST(RoundToBf16, TiesGoToEvenAndSpecialsSurvive) {
 }
 
 TEST_F(Bf16Ops, LinearIsTheBf16KernelsForwardAndBackward) {
-  Tensor x = leaf({6, 33}, 1), w = leaf({7, 33}, 2), b = leaf({7}, 3);
+  Tensor x = leaf({6, 129}, 1), w = leaf({65, 129}, 2), b = leaf({65}, 3);  // 8385 weights
   Tensor y;
   {
     PrecisionScope p(Precision::BF16);
     y = nn::linear(x, w, b);
   }
-  kernels::LinearShape s{6, 33, 7};
-  std::vector<float> want(6 * 7), dx(6 * 33), dw(7 * 33);
+  kernels::LinearShape s{6, 129, 65};
+  std::vector<float> want(6 * 65), dx(6 * 129), dw(65 * 129);
   kernels::cpu::linear_forward_bf16(x.data<float>(), w.data<float>(), b.data<float>(), want.data(),
                                     s);
   EXPECT_EQ(y.to_vector(), want);
-  Tensor dy = random_tensor({6, 7}, 4);
+  Tensor dy = random_tensor({6, 65}, 4);
   y.backward(dy);  // after the scope ended: still bf16, as the forward ran
   kernels::cpu::linear_backward_data_bf16(dy.data<float>(), w.data<float>(), dx.data(), s);
   kernels::cpu::linear_backward_weight_bf16(dy.data<float>(), x.data<float>(), dw.data(), s, 0.f);
@@ -102,6 +102,24 @@ TEST_F(Bf16Ops, Conv2dIsTheBf16KernelsForwardAndBackward) {
   EXPECT_LT(err, 1e-2);
 }
 
+// A linear layer under 8192 weights and a convolution of one input channel: fp32 under BF16.
+TEST_F(Bf16Ops, LayersBf16DoesNotSpeedUpStayFp32) {
+  Tensor x = random_tensor({6, 128}, 11), w = random_tensor({63, 128}, 12),  // 8064 weights
+      b = random_tensor({63}, 13);
+  Tensor img = random_tensor({2, 1, 12, 12}, 14), k = random_tensor({4, 1, 5, 5}, 15),
+         kb = random_tensor({4}, 16);
+  const Tensor want_fc = nn::linear(x, w, b), want_conv = nn::conv2d(img, k, kb, 1, 2);
+  PrecisionScope p(Precision::BF16);
+  EXPECT_EQ(nn::linear(x, w, b).to_vector(), want_fc.to_vector());
+  EXPECT_EQ(nn::conv2d(img, k, kb, 1, 2).to_vector(), want_conv.to_vector());
+  Tensor w2 = random_tensor({65, 128}, 17), b2 = random_tensor({65}, 18);  // 8320: bf16
+  const Tensor fp32 = [&] {
+    PrecisionScope q(Precision::F32);
+    return nn::linear(x, w2, b2);
+  }();
+  EXPECT_GT(rel_error(nn::linear(x, w2, b2), fp32), 0.0);
+}
+
 TEST_F(Bf16Ops, OtherOpsStayFp32) {
   Tensor x = random_tensor({4, 10}, 9);
   Tensor want = nn::log_softmax(x);
@@ -115,7 +133,7 @@ TEST_F(Bf16Ops, CudaMatchesTheCpu) {
     GTEST_SKIP() << why;
   PrecisionScope p(Precision::BF16);
   Tensor x = random_tensor({3, 4, 9, 9}, 10), w = random_tensor({6, 4, 3, 3}, 11);
-  Tensor lw = random_tensor({5, 324}, 12);
+  Tensor lw = random_tensor({30, 324}, 12);  // 9720 weights: bf16
   Tensor c = nn::conv2d(x, w, Tensor(), 1, 1);
   Tensor g = nn::conv2d(x.to(dev), w.to(dev), Tensor(), 1, 1);
   EXPECT_LT(rel_error(g, c), 1e-5);
