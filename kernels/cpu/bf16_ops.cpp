@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/reference_bf16.h"
+#include "kernels/cpu/scratch.h"
 
 namespace engine::kernels::cpu {
 namespace {
@@ -57,22 +58,6 @@ bool conv_filter_on_gemm(const Conv2dShape& s) {
   return detail::conv2d_bf16_flat_filter_supported(s) && s.c_in > 1 && conv_big_enough(s);
 }
 
-// A float block of the CPU allocator's cache, freed on scope exit.
-class Floats {
- public:
-  explicit Floats(int64_t count)
-      : n_(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float)),
-        p_(static_cast<float*>(cpu_allocator::alloc(n_))) {}
-  ~Floats() { cpu_allocator::free(p_, n_); }
-  Floats(const Floats&) = delete;
-  Floats& operator=(const Floats&) = delete;
-  float* get() const { return p_; }
-
- private:
-  size_t n_;
-  float* p_;
-};
-
 // The reference's filter gradient (fp32 kernel on rounded copies) by groups of samples whose
 // copies stay in cache (~1 MiB), each group's gradient added on (the first with beta): for
 // first layers (Cin 1), too short a K for the GEMM; db (unrounded dy) summed group by group.
@@ -81,7 +66,7 @@ void filter_by_rounded_groups(const float* x, const float* dy, float* dw, float*
                               const Conv2dShape& s, float beta) {
   const int64_t xs = s.c_in * s.h * s.w, ys = s.c_out * s.oh() * s.ow();
   const int64_t group = std::clamp<int64_t>((1 << 18) / (xs + ys), 1, std::max<int64_t>(s.n, 1));
-  Floats xr(group * xs), dyr(group * ys);
+  Scratch<float> xr(group * xs), dyr(group * ys);
   if (s.n == 0) {
     if (db) conv2d_backward_bias(dy, db, s, beta);
     return conv2d_backward_filter(x, dy, dw, nullptr, s, beta);

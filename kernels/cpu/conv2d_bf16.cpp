@@ -8,26 +8,10 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/scratch.h"
 
 namespace engine::kernels::cpu::detail {
 namespace {
-
-// T blocks of the CPU allocator's cache, freed on scope exit.
-template <class T>
-class Block {
- public:
-  explicit Block(int64_t count)
-      : n_(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T)),
-        p_(static_cast<T*>(cpu_allocator::alloc(n_))) {}
-  ~Block() { cpu_allocator::free(p_, n_); }
-  Block(const Block&) = delete;
-  Block& operator=(const Block&) = delete;
-  T* get() const { return p_; }
-
- private:
-  size_t n_;
-  T* p_;
-};
 
 // One stride-1 convolution: input (n, c, h, w) padded by (ph, pw) on each side.
 struct Flat {
@@ -63,7 +47,7 @@ void pad_plane(const Flat& f, T* dst, const Row& row) {
 void pad_pairs(const float* x, const Flat& f, int64_t per_sample, int64_t n0, int64_t n1,
                uint32_t* xw) {
   const int64_t plane = f.hp() * f.wp(), cp = f.c / 2, hw = f.h * f.w;
-  Block<uint32_t> tmp(hw);  // a plane pair converted at once (not row by row: 2x faster)
+  Scratch<uint32_t> tmp(hw);  // a plane pair converted at once (not row by row: 2x faster)
   for (int64_t n = n0; n < n1; ++n) {
     uint32_t* dst = xw + (n - n0) * per_sample;
     for (int64_t c = 0; c < cp; ++c) {
@@ -82,7 +66,7 @@ void pad_pairs(const float* x, const Flat& f, int64_t per_sample, int64_t n0, in
 void pad_bf16(const float* x, const Flat& f, int64_t per_sample, int64_t n0, int64_t n1,
               uint16_t* xb) {
   const int64_t plane = f.hp() * f.wp(), hw = f.h * f.w;
-  Block<uint16_t> tmp(hw);
+  Scratch<uint16_t> tmp(hw);
   for (int64_t n = n0; n < n1; ++n) {
     uint16_t* dst = xb + (n - n0) * per_sample;
     for (int64_t c = 0; c < f.c; ++c) {
@@ -113,7 +97,7 @@ void by_sample_groups(const float* x, const Flat& f, int64_t per_sample, const G
   const int64_t group = std::clamp<int64_t>((1 << 17) / per_sample, 1, f.n);
   if (f.n >= 2 * num_threads() && group < f.n) {
     parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
-      Block<uint32_t> xw(group * per_sample);
+      Scratch<uint32_t> xw(group * per_sample);
       for (int64_t g0 = n0; g0 < n1; g0 += group) {
         const int64_t g1 = std::min(n1, g0 + group);
         pad_pairs(x, f, per_sample, g0, g1, xw.get());
@@ -122,7 +106,7 @@ void by_sample_groups(const float* x, const Flat& f, int64_t per_sample, const G
     });
     return;
   }
-  Block<uint32_t> xw(f.n * per_sample);
+  Scratch<uint32_t> xw(f.n * per_sample);
   parallel_for(f.n, 1, [&](int64_t n0, int64_t n1) {
     pad_pairs(x, f, per_sample, n0, n1, xw.get() + n0 * per_sample);
   });
@@ -150,7 +134,7 @@ void flat_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
   const int64_t kp = f.c / 2 * f.kh * f.kw;
   // The last panel of a sample reads up to qs - q + wp words past its planes.
   const int64_t per_sample = f.c / 2 * f.hp() * wp + qs - f.q() + wp;
-  Block<int64_t> xoff(kp), woff(2 * kp), cols(f.n * qs);
+  Scratch<int64_t> xoff(kp), woff(2 * kp), cols(f.n * qs);
   forward_offsets(f, wv, woff.get(), xoff.get());
   for (int64_t n = 0; n < f.n; ++n)
     for (int64_t q = 0; q < qs; ++q)
@@ -158,7 +142,7 @@ void flat_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
   Bf16Operand a;
   a.p = wv.w, a.rs = wv.j_stride, a.k_off = woff.get();
   const int mr = bf16_panel_mr(qs);  // every group's n is a multiple of qs (of 32)
-  Block<uint32_t> wpk((c_out + mr - 1) / mr * mr * kp);
+  Scratch<uint32_t> wpk((c_out + mr - 1) / mr * mr * kp);
   pack_bf16(a, c_out, 2 * kp, mr, wpk.get());
   a.packed = wpk.get();
   by_sample_groups(x, f, per_sample, [&](int64_t n0, int64_t count, uint32_t* xw, bool serial) {
@@ -177,7 +161,7 @@ void rows_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
                   const float* bias, float* y) {
   const int64_t wp = f.wp(), ow = f.ow(), p = f.oh() * ow, kp = f.c / 2 * f.kh * f.kw;
   const int64_t per_sample = f.c / 2 * f.hp() * wp + wp;
-  Block<int64_t> xoff(kp), woff(2 * kp), arows(f.n * p), crows(f.n * p);
+  Scratch<int64_t> xoff(kp), woff(2 * kp), arows(f.n * p), crows(f.n * p);
   forward_offsets(f, wv, woff.get(), xoff.get());
   for (int64_t n = 0; n < f.n; ++n)
     for (int64_t q = 0; q < p; ++q) {
@@ -187,7 +171,7 @@ void rows_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
   Bf16Operand b;
   b.p = wv.w, b.rs = wv.j_stride, b.k_off = woff.get();
   const int nr = bf16_panel_nr(c_out);
-  Block<uint32_t> wpk((c_out + nr - 1) / nr * nr * kp);
+  Scratch<uint32_t> wpk((c_out + nr - 1) / nr * nr * kp);
   pack_bf16(b, c_out, 2 * kp, nr, wpk.get());
   b.packed = wpk.get();
   by_sample_groups(x, f, per_sample, [&](int64_t n0, int64_t count, uint32_t* xw, bool serial) {
@@ -253,8 +237,8 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
   const int64_t bytes = per_sample * 2 + c_out * qs * 4;
   const int64_t group = std::clamp<int64_t>((1 << 19) / bytes, 1, s.n);
   const int64_t groups = (s.n + group - 1) / group;
-  Block<int64_t> koff(k), pairs(group * qs / 2);
-  Block<float> plane_sums(db ? s.n * c_out : 1);
+  Scratch<int64_t> koff(k), pairs(group * qs / 2);
+  Scratch<float> plane_sums(db ? s.n * c_out : 1);
   for (int64_t ci = 0; ci < f.c; ++ci)
     for (int64_t i = 0; i < f.kh; ++i)
       for (int64_t j = 0; j < f.kw; ++j)
@@ -306,16 +290,16 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
     }
   };
   if (groups == 1) {
-    Block<uint16_t> xb(s.n * per_sample);
-    Block<float> dyf(s.n * c_out * qs);
+    Scratch<uint16_t> xb(s.n * per_sample);
+    Scratch<float> dyf(s.n * c_out * qs);
     run(0, s.n, xb.get(), dyf.get(), dw, beta, false);
     bias();
     return;
   }
-  Block<float> partial(groups * c_out * k);
+  Scratch<float> partial(groups * c_out * k);
   parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-    Block<uint16_t> xb(group * per_sample);
-    Block<float> dyf(group * c_out * qs);
+    Scratch<uint16_t> xb(group * per_sample);
+    Scratch<float> dyf(group * c_out * qs);
     for (int64_t g = g0; g < g1; ++g)
       run(g * group, std::min(s.n, (g + 1) * group), xb.get(), dyf.get(),
           partial.get() + g * c_out * k, 0.f, true);
