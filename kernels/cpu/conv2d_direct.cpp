@@ -1,7 +1,8 @@
 // kernels/cpu/conv2d_direct.cpp: the batch loops, workspace layout and kernel choice of the
 // AVX-512 direct convolution (stride 1). The kernels are in conv2d_flat.cpp and conv2d_cv.cpp.
 //
-// Forward and backward-data run one kernel per sample, samples split over the pool's threads;
+// Forward and backward-data run one kernel per sample (Auto's forward of a one-channel input runs
+// conv2d_one.cpp's kernel instead), samples split over the pool's threads;
 // each thread pads its sample into its own workspace slot first. Backward-data is the forward
 // kernel on dy padded by k-1-pad with the filter flipped and transposed (Cout in, Cin out).
 // Backward-filter splits the batch into fixed chunks of S samples (S from the shape only); each
@@ -243,6 +244,7 @@ bool direct_cv_filter_supported(const Conv2dShape& s) {
 }
 
 int64_t direct_forward_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
+  if (k == ConvAlgo::Auto && one_channel_supported(s)) return 0;
   return conv_ws(forward_geometry(s), k, nthreads);
 }
 
@@ -257,6 +259,10 @@ int64_t direct_backward_filter_ws(const Conv2dShape& s, ConvAlgo k, int nthreads
 
 void direct_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
                     ConvAlgo k, float* ws) {
+  if (k == ConvAlgo::Auto && one_channel_supported(s)) {  // a first layer: 9 or 25 taps
+    one_channel_forward(x, w, b, y, s);
+    return;
+  }
   const Geometry g = forward_geometry(s);
   const bool cv = use_cv(g, k);
   const int64_t k_len = g.k();

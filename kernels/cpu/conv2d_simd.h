@@ -1,12 +1,15 @@
 // kernels/cpu/conv2d_simd.h: internal to kernels/cpu/conv2d_*.cpp: AVX-512 helpers and the two
 // stride-1 direct kernels. "Flat" vectorises over output positions of a padded-width plane
 // (conv2d_flat.cpp); "channel-vector" (cv) vectorises over 16 output channels and broadcasts
-// inputs (conv2d_cv.cpp). conv2d_direct.cpp picks one per shape and runs the batch loops.
+// inputs (conv2d_cv.cpp). conv2d_direct.cpp picks one per shape and runs the batch loops; a
+// one-channel input's forward has its own kernel (conv2d_one.cpp).
 #pragma once
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "kernels/conv2d.h"
 
 namespace engine::kernels::cpu::detail {
 
@@ -150,6 +153,16 @@ void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geo
 // dyt (OH*OW, cpad) = dy (Cout, OH*OW) transposed, channels >= Cout zero; adds each channel's
 // sum to bias_acc (cpad), in a fixed order.
 void cv_transpose_dy(const float* dy, int64_t c_out, int64_t p, float* dyt, float* bias_acc);
+
+// ---- one-input-channel forward: conv2d_one.cpp ----
+
+// Cin 1, stride 1, pad <= k-1 and KW <= 16.
+bool one_channel_supported(const Conv2dShape& s);
+
+// y (N, Cout, OH, OW) = conv(x (N, 1, H, W), w (Cout, 1, KH, KW)) + b (Cout, may be null); no
+// workspace, samples and channel blocks split over the pool.
+void one_channel_forward(const float* x, const float* w, const float* b, float* y,
+                         const Conv2dShape& s);
 
 }  // namespace engine::kernels::cpu::detail
 

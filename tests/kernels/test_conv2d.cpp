@@ -117,6 +117,58 @@ TEST(Conv2d, DeterministicAcrossRunsAndThreadCounts) {
   }
 }
 
+// Auto's forward of x with Cin 1 (a first layer: conv2d_one.cpp), with a NaN workspace.
+std::vector<float> forward_auto(const Conv2dShape& s, const std::vector<float>& x,
+                                const std::vector<float>& w, const float* b) {
+  std::vector<float> y(s.y_count(), std::nanf(""));
+  std::vector<float> ws(cpu::conv2d_workspace_count(s), std::nanf(""));
+  cpu::conv2d_forward(x.data(), w.data(), b, y.data(), s, ws.data(),
+                      static_cast<int64_t>(ws.size()));
+  return y;
+}
+
+// One input channel, widths 1..40 (tails of every length), KH != KW, pad 0..k-1, Cout 1..33,
+// batch 1 and more, with and without a bias; and rows wider than a tile (48 columns), KW > 16.
+TEST(Conv2d, OneInputChannelMatchesReference) {
+  const int64_t kK[][2] = {{3, 3}, {5, 5}, {1, 3}, {3, 1}, {2, 5}, {5, 2}, {4, 7}, {1, 1}};
+  const int64_t kCout[] = {1, 2, 5, 8, 10, 12, 13, 16, 24, 25, 32, 33};
+  std::vector<Conv2dShape> shapes;
+  for (int64_t w = 1; w <= 40; ++w) {
+    const int64_t kh = kK[w % 8][0], kw = kK[w % 8][1];
+    const int64_t h = 1 + (w * 7) % 9, pad = w % std::min(kh, kw);
+    shapes.push_back({1 + w % 3, 1, h, w, kCout[w % 12], kh, kw, 1, pad});
+  }
+  shapes.push_back({2, 1, 28, 28, 32, 3, 3, 1, 1});  // simplecnn.conv1
+  shapes.push_back({3, 1, 28, 28, 16, 5, 5, 1, 2});  // convnet.layer1.0
+  shapes.push_back({2, 1, 28, 28, 10, 5, 5, 1, 0});  // net.conv1
+  shapes.push_back({2, 1, 9, 70, 13, 3, 5, 1, 2});   // two column tiles, the second of 22
+  shapes.push_back({1, 1, 6, 100, 33, 2, 3, 1, 1});  // three column tiles
+  shapes.push_back({2, 1, 5, 20, 3, 2, 17, 1, 1});   // KW > 16: the flat kernel
+  for (const Conv2dShape& s : shapes) {
+    if (s.oh() <= 0 || s.ow() <= 0) continue;
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << s.n << " h " << s.h << " w " << s.w << " cout " << s.c_out << " k "
+                 << s.kh << "x" << s.kw << " pad " << s.pad);
+    auto x = filled(s.x_count(), 30), w = filled(s.w_count(), 31), b = filled(s.c_out, 32);
+    const float* biases[] = {nullptr, b.data()};
+    for (const float* bias : biases) {
+      std::vector<float> want(s.y_count());
+      ref::conv2d_forward(x.data(), w.data(), bias, want.data(), s);
+      std::vector<float> one, two;
+      {
+        Threads t(1);
+        one = forward_auto(s, x, w, bias);
+      }
+      {
+        Threads t(2);
+        two = forward_auto(s, x, w, bias);
+      }
+      EXPECT_LT(ref::max_rel_error(one.data(), want.data(), s.y_count()), 2e-5);
+      EXPECT_EQ(one, two);  // NaN-free too: a NaN never compares equal
+    }
+  }
+}
+
 TEST(Conv2d, RejectsSmallWorkspaceAndBadShapes) {
   const Conv2dShape s{2, 3, 8, 8, 4, 3, 3, 1, 1};
   auto x = filled(s.x_count(), 1), w = filled(s.w_count(), 2);
