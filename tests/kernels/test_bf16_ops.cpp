@@ -206,16 +206,18 @@ TEST_F(Bf16Kernels, ConvolutionsMatchTheRoundingReference) {
       {4, 5, 14, 14, 7, 3, 3, 1, 1},
       // Batches past one L2-sized group of samples: each thread converts and multiplies groups.
       {48, 32, 14, 14, 32, 3, 3, 1, 1},
-      {64, 16, 14, 14, 32, 5, 5, 1, 2}};
+      {64, 16, 14, 14, 32, 5, 5, 1, 2},
+      // OH OW a multiple of 32 and OW even: the filter gradient packs dy in place (no copy), in
+      // one group of samples ({3, 10, 12, ...} above) and in several (simplecnn's conv2, 2
+      // samples a group).
+      {5, 32, 26, 26, 64, 3, 3, 1, 0}};
   uint64_t seed = 500;
   for (const auto& s : shapes)
     check_conv(s, seed += 10, cpu::conv2d_forward_bf16, cpu::conv2d_backward_data_bf16,
                cpu::conv2d_backward_filter_bf16, true);
 }
 
-// Each output is summed by one thread in a fixed order: 1 and 2 threads give the same bits.
-TEST_F(Bf16Kernels, ResultsDoNotDependOnTheThreadCount) {
-  const Conv2dShape s{72, 16, 14, 14, 32, 5, 5, 1, 2};  // several sample groups
+void expect_same_bits_on_1_and_2_threads(const Conv2dShape& s) {
   const LinearShape l{19, 300, 70};
   auto x = filled(s.x_count(), 1), w = filled(s.w_count(), 2), dy = filled(s.y_count(), 3);
   auto lx = filled(l.n * l.in, 4), lw = filled(l.out * l.in, 5);
@@ -233,7 +235,15 @@ TEST_F(Bf16Kernels, ResultsDoNotDependOnTheThreadCount) {
     y.insert(y.end(), ly.begin(), ly.end());
     return y;
   };
-  EXPECT_EQ(run(1), run(2));
+  EXPECT_EQ(run(1), run(2)) << name(s);
+}
+
+// Each output is summed by one thread in a fixed order: 1 and 2 threads give the same bits.
+TEST_F(Bf16Kernels, ResultsDoNotDependOnTheThreadCount) {
+  // Several sample groups; the second's filter gradient reads dy in place.
+  for (const Conv2dShape& s :
+       {Conv2dShape{72, 16, 14, 14, 32, 5, 5, 1, 2}, Conv2dShape{7, 32, 26, 26, 64, 3, 3, 1, 0}})
+    expect_same_bits_on_1_and_2_threads(s);
 }
 
 }  // namespace
