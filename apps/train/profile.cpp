@@ -29,6 +29,7 @@ struct Profile {
   std::map<std::string, Row> layers;
   std::map<std::string, double> phase_us;
   int64_t steps = 0;
+  int64_t warmup = 0;  // steps left out before these
 };
 
 std::string line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -104,8 +105,14 @@ std::string format_table(Profile& p, double peak, int peak_threads) {
   auto ms = [&](double us) { return us / 1000.0 / static_cast<double>(p.steps); };
   auto pct = [&](double us) { return iter_us > 0 ? 100.0 * us / iter_us : 0.0; };
 
-  std::string out = line("Profile of rank 0, %lld steps (ms per step; share of step + data):\n",
-                         static_cast<long long>(p.steps));
+  std::string out =
+      p.warmup > 0
+          ? line(
+                "Profile of rank 0, %lld steps after %lld warm-up steps (ms per step; share of "
+                "step + data):\n",
+                static_cast<long long>(p.steps), static_cast<long long>(p.warmup))
+          : line("Profile of rank 0, %lld steps (ms per step; share of step + data):\n",
+                 static_cast<long long>(p.steps));
   if (peak > 0)
     out += line("FP32 limit: %.1f GFLOP/s, the FMA peak measured on %d thread(s) after the run\n",
                 peak, peak_threads);
@@ -145,11 +152,18 @@ std::string profile_table(const std::string& trace_json, double fma_peak_gflops,
   const int64_t tid = main_thread(events);
   // Only what happens inside training steps counts (evaluation runs the same layers).
   const auto steps = step_spans(events, tid);
+  // Warm-up, left out as torch.profiler's schedule does: a tenth of the steps, at most 5, from 10
+  // steps on (first touches of fresh memory, cuDNN's algorithm search).
+  const size_t warmup = steps.size() >= 10 ? std::min<size_t>(5, steps.size() / 10) : 0;
+  const double t0 = warmup > 0 ? steps[warmup].first : -1e300;
   Profile p;
+  p.warmup = static_cast<int64_t>(warmup);
   for (const Json& e : events) {
     if (!complete_on(e, tid)) continue;
     const Json& cat = e.at("cat");
-    if (cat != "data" && cat != "step" && !in_step(steps, e.at("ts").get<double>())) continue;
+    const double ts = e.at("ts").get<double>();
+    if (ts < t0) continue;
+    if (cat != "data" && cat != "step" && !in_step(steps, ts)) continue;
     add_event(p, e);
   }
   if (p.steps == 0) return "profile: no training step was recorded\n";

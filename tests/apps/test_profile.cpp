@@ -47,6 +47,27 @@ TEST(Profile, FoldsTheStepsOfTheMainThread) {
     EXPECT_NE(t.find(row), std::string::npos) << row << " missing:\n" << t;
 }
 
+// From 10 steps on, a tenth of them (at most 5) are warm-up and left out, data included.
+TEST(Profile, LeavesOutTheWarmUpSteps) {
+  trace::clear();
+  trace::enable(0);
+  for (int i = 0; i < 25; ++i) {
+    if (i < 2) {
+      trace::Scope d("data", "data");
+      trace::Scope w("first_touch", "forward");
+    } else {
+      trace::Scope d("data", "data");
+    }
+    record_step();
+  }
+  trace::disable();
+  const std::string t = profile_table(trace::to_json());
+  trace::clear();
+  EXPECT_NE(t.find("Profile of rank 0, 23 steps after 2 warm-up steps"), std::string::npos) << t;
+  EXPECT_EQ(t.find("first_touch"), std::string::npos) << t;
+  EXPECT_NE(t.find("  conv1 "), std::string::npos) << t;
+}
+
 TEST(Profile, NoStepAndBadTraces) {
   trace::clear();
   trace::enable(0);
