@@ -208,6 +208,48 @@ void conv_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
     rows_forward(x, f, wv, c_out, bias, y);
 }
 
+// koff[(ci * KH + i) * KW + j]: where tap (ci, i, j) starts in a padded sample (rows of wp).
+void filter_offsets(const Flat& f, int64_t wp, int64_t* koff) {
+  for (int64_t ci = 0; ci < f.c; ++ci)
+    for (int64_t i = 0; i < f.kh; ++i)
+      for (int64_t j = 0; j < f.kw; ++j)
+        koff[(ci * f.kh + i) * f.kw + j] = ci * f.hp() * wp + i * wp + j;
+}
+
+// Pair m of sample n (of a group): positions 2m, 2m + 1 of the reduction, in rows of rw, at
+// pairs[n * qs / 2 + m] from a tap's start in the padded input (rows of wp); past the `used`
+// positions the sample's first (finite) inputs, which meet zeros in dy.
+void pair_offsets(int64_t group, int64_t qs, int64_t per_sample, int64_t used, int64_t rw,
+                  int64_t wp, int64_t* pairs) {
+  for (int64_t n = 0; n < group; ++n)
+    for (int64_t m = 0; m < qs / 2; ++m) {
+      const int64_t q = 2 * m;
+      pairs[n * qs / 2 + m] = n * per_sample + (q < used ? q / rw * wp + q % rw : 0);
+    }
+}
+
+// db[co] = sum over n of plane_sums[n * c_out + co] in double, as conv2d_backward_bias (the same
+// bits), plus beta db[co] when beta is not 0.
+void bias_from_plane_sums(const float* plane_sums, int64_t n, int64_t c_out, float beta,
+                          float* db) {
+  for (int64_t co = 0; co < c_out; ++co) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; ++i) acc += plane_sums[i * c_out + co];
+    db[co] = beta == 0.f ? static_cast<float>(acc) : beta * db[co] + static_cast<float>(acc);
+  }
+}
+
+// dw[i] = the sum of the groups' partial[g * count + i] in group order (+ beta dw[i]).
+void add_partials(const float* partial, int64_t groups, int64_t count, float beta, float* dw) {
+  parallel_for(count, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float sum = 0.f;
+      for (int64_t g = 0; g < groups; ++g) sum += partial[g * count + i];
+      dw[i] = beta == 0.f ? sum : beta * dw[i] + sum;
+    }
+  });
+}
+
 }  // namespace
 
 bool conv2d_bf16_flat_supported(const Conv2dShape& s) {
@@ -250,17 +292,8 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
   const int64_t groups = (s.n + group - 1) / group;
   Scratch<int64_t> koff(k), pairs(group * qs / 2);
   Scratch<float> plane_sums(db ? s.n * c_out : 1);
-  for (int64_t ci = 0; ci < f.c; ++ci)
-    for (int64_t i = 0; i < f.kh; ++i)
-      for (int64_t j = 0; j < f.kw; ++j)
-        koff.get()[(ci * f.kh + i) * f.kw + j] = ci * f.hp() * wp + i * wp + j;
-  // Pair m of a group's sample n: positions 2m, 2m + 1 of the input at koff[k] + pairs[...]; past
-  // the outputs the sample's first (finite) inputs, which meet zeros in dyf.
-  for (int64_t n = 0; n < group; ++n)
-    for (int64_t m = 0; m < qs / 2; ++m) {
-      const int64_t q = 2 * m;
-      pairs.get()[n * qs / 2 + m] = n * per_sample + (q < oh * rw ? q / rw * wp + q % rw : 0);
-    }
+  filter_offsets(f, wp, koff.get());
+  pair_offsets(group, qs, per_sample, oh * rw, rw, wp, pairs.get());
   // dy's planes are already runs of qs (OW even, OH OW a multiple of 32): the GEMM packs them in
   // place, no copy into dyf (which held 2x the conversion's memory traffic).
   const bool dy_in_place = rw == ow && oh * ow == qs;
@@ -299,14 +332,10 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
     o.c = out, o.ldc = 1, o.cs = k, o.beta = b_out;
     gemm_bf16(k, c_out, (n1 - n0) * qs, a, b, o, serial);
   };
-  // db[co] = sum over n of the plane sums in double, as conv2d_backward_bias (the same bits).
   auto bias = [&] {
-    for (int64_t co = 0; db && co < c_out; ++co) {
-      double acc = 0.0;
-      for (int64_t n = 0; n < s.n; ++n) acc += plane_sums.get()[n * c_out + co];
-      db[co] = beta == 0.f ? static_cast<float>(acc) : beta * db[co] + static_cast<float>(acc);
-    }
+    if (db) bias_from_plane_sums(plane_sums.get(), s.n, c_out, beta, db);
   };
+
   if (groups == 1) {
     Scratch<uint16_t> xb(s.n * per_sample);
     Scratch<float> dyf(dy_in_place ? 1 : s.n * c_out * qs);
@@ -322,13 +351,7 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
       run(g * group, std::min(s.n, (g + 1) * group), xb.get(), dyf.get(),
           partial.get() + g * c_out * k, 0.f, true);
   });
-  parallel_for(c_out * k, 1024, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float sum = 0.f;
-      for (int64_t g = 0; g < groups; ++g) sum += partial.get()[g * c_out * k + i];
-      dw[i] = beta == 0.f ? sum : beta * dw[i] + sum;
-    }
-  });
+  add_partials(partial.get(), groups, c_out * k, beta, dw);
   bias();
 }
 
