@@ -39,9 +39,10 @@ F* pick(bool bf16, F* bf16_fn, F* fp32_fn) {
 
 // Where --precision bf16 multiplies in bf16: the layers whose products it speeds up. A linear
 // layer of fewer than 8192 weights (the 10-class heads, fc2) and a convolution of one input
-// channel (K = KH * KW, too short for bf16 pairs) measured 0.5-0.9x of fp32 on Zen 4 and stay fp32
-// (more exact, never slower); the choice depends on the weights alone, so every batch of a layer
-// runs alike, on every device.
+// channel (K = KH * KW, too short for bf16 pairs) stay fp32, more exact and not slower: bf16 ran
+// them at 0.63-1.02x (heads) and 0.15-0.91x (first convolutions) of fp32 (bench_kernels, Zen 5,
+// 2 threads, batch 128). The choice depends on the weights alone, so every batch of a layer runs
+// alike, on every device.
 constexpr int64_t kBf16MinLinearWeights = 8192;
 bool runs_in_bf16(const kernels::LinearShape& s) {
   return matmul_precision() == Precision::BF16 && s.in * s.out >= kBf16MinLinearWeights;

@@ -10,10 +10,6 @@ std::atomic<Precision> g_precision{Precision::F32};
 
 }  // namespace
 
-const char* precision_name(Precision p) {
-  return p == Precision::BF16 ? "bf16" : "fp32";
-}
-
 void set_matmul_precision(Precision p) {
   g_precision = p;
 }

@@ -14,10 +14,8 @@ namespace engine::nn {
 
 enum class Precision { F32, BF16 };
 
-// "fp32" or "bf16" (train --precision).
-const char* precision_name(Precision p);
-
-// Sets the precision; BF16 on the CPU throws unless it has AVX512_BF16 (the error names it).
+// Sets the precision. The caller checks the device first: the CPU's bf16 kernels throw on a CPU
+// without AVX512_BF16 (kernels/cpu/cpu_features.h, require_avx512_bf16).
 void set_matmul_precision(Precision p);
 Precision matmul_precision();
 

@@ -528,7 +528,8 @@ class CudaLogSoftmaxNllOp : public Op {
   DeviceBuffer<int64_t> target_;
 };
 
-// As DropoutOp: the device draws the same Philox masks as the CPU for the same (seed, offset).
+// As DropoutOp: the device draws the same Philox masks as the CPU for the same (seed, offset);
+// elementwise dropout keeps the forward's one-byte mask for the backward, as training does.
 class CudaDropoutOp : public Op {
  public:
   CudaDropoutOp(int device, bool backward, int64_t planes, int64_t plane_size, float p,
@@ -541,7 +542,10 @@ class CudaDropoutOp : public Op {
         p_(p),
         hx_(uniform(planes * plane_size, 61)),
         x_(device, hx_),
-        y_(device, hx_.count()) {}
+        y_(device, hx_.count()),
+        mask_(device, hx_.count()) {
+    kernels::cuda::dropout_forward_mask(dev_, x_, y_, mask_, hx_.count(), p_, kSeed, kOffset);
+  }
   void run() override {
     namespace kg = kernels::cuda;
     const int64_t n = hx_.count();
@@ -550,9 +554,9 @@ class CudaDropoutOp : public Op {
     else if (per_plane_)
       kg::dropout2d_forward(dev_, x_, y_, planes_, plane_, p_, kSeed, kOffset);
     else if (backward_)
-      kg::dropout_backward(dev_, x_, y_, n, p_, kSeed, kOffset);
+      kg::dropout_backward_mask(dev_, x_, mask_, y_, n, p_);
     else
-      kg::dropout_forward(dev_, x_, y_, n, p_, kSeed, kOffset);
+      kg::dropout_forward_mask(dev_, x_, y_, mask_, n, p_, kSeed, kOffset);
   }
   CheckResult check() override {
     y_.poison();
@@ -564,7 +568,7 @@ class CudaDropoutOp : public Op {
       kernels::ref::dropout_forward(hx_, want, hx_.count(), p_, kSeed, kOffset);
     return compare(backward_ ? "dx" : "y", y_.to_host(), want, want.count(), kExact);
   }
-  double bytes() const override { return 8.0 * hx_.count(); }
+  double bytes() const override { return (per_plane_ ? 8.0 : 9.0) * hx_.count(); }
 
  private:
   static constexpr uint64_t kSeed = 1234, kOffset = 77;
@@ -574,6 +578,7 @@ class CudaDropoutOp : public Op {
   float p_;
   Buffer<float> hx_;
   DeviceBuffer<float> x_, y_;
+  DeviceBuffer<uint8_t> mask_;
 };
 
 // A ParamSet's tensors on the device.

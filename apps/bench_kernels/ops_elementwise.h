@@ -204,7 +204,8 @@ class LogSoftmaxNllOp : public Op {
 
 // Dropout over count elements, or dropout2d over `planes` planes of plane_size (per-plane
 // draws). Backward applies the same mask and scale to dy, so it is checked against the
-// reference forward of dy.
+// reference forward of dy. Elementwise dropout runs as training does: the forward keeps a
+// one-byte mask, the backward reads it (dropout_forward_mask / dropout_backward_mask).
 class DropoutOp : public Op {
  public:
   DropoutOp(bool backward, int64_t planes, int64_t plane_size, float p, bool per_plane)
@@ -214,7 +215,10 @@ class DropoutOp : public Op {
         plane_(plane_size),
         p_(p),
         x_(uniform(planes * plane_size, 61)),
-        y_(x_.count()) {}
+        y_(x_.count()),
+        mask_(x_.count()) {
+    kernels::cpu::dropout_mask(mask_, mask_.count(), p_, kSeed, kOffset);  // the forward's
+  }
   void run() override {
     namespace kc = kernels::cpu;
     const int64_t n = x_.count();
@@ -223,9 +227,9 @@ class DropoutOp : public Op {
     else if (per_plane_)
       kc::dropout2d_forward(x_, y_, planes_, plane_, p_, kSeed, kOffset);
     else if (backward_)
-      kc::dropout_backward(x_, y_, n, p_, kSeed, kOffset);
+      kc::dropout_backward_mask(x_, mask_, y_, n, p_);
     else
-      kc::dropout_forward(x_, y_, n, p_, kSeed, kOffset);
+      kc::dropout_forward_mask(x_, y_, mask_, n, p_, kSeed, kOffset);
   }
   CheckResult check() override {
     run();
@@ -236,7 +240,7 @@ class DropoutOp : public Op {
       kernels::ref::dropout_forward(x_, want, x_.count(), p_, kSeed, kOffset);
     return compare(backward_ ? "dx" : "y", y_, want, want.count(), kExact);
   }
-  double bytes() const override { return 8.0 * x_.count(); }
+  double bytes() const override { return (per_plane_ ? 8.0 : 9.0) * x_.count(); }
 
  private:
   static constexpr uint64_t kSeed = 1234, kOffset = 77;
@@ -244,6 +248,7 @@ class DropoutOp : public Op {
   int64_t planes_, plane_;
   float p_;
   Buffer<float> x_, y_;
+  Buffer<uint8_t> mask_;
 };
 
 }  // namespace engine::bench

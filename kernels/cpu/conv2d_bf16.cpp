@@ -196,7 +196,7 @@ void rows_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
 
 // flat_forward's microkernel runs at its peak but computes round_up(OH Wp, 32) positions for OH OW
 // outputs; rows_forward computes the outputs alone, a little slower each (eight row pointers,
-// transposed stores). Measured on Zen 4: flat while it wastes under ~15%, or for narrow c_out.
+// transposed stores). Measured on Zen 5: flat while it wastes under ~15%, or for narrow c_out.
 void conv_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c_out,
                   const float* bias, float* y) {
   const double useful = static_cast<double>(f.oh() * f.ow()) / round_up(f.q(), 32);

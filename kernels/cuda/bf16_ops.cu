@@ -24,59 +24,31 @@ __global__ void to_bf16_kernel(const float* src, __nv_bfloat16* dst, int64_t n) 
   for (ENGINE_GRID_LOOP(i, n)) dst[i] = __float2bfloat16_rn(src[i]);
 }
 
-// y[i, j] = b[j] for y (rows, cols).
-__global__ void bias_rows_kernel(const float* b, float* y, int64_t rows, int64_t cols) {
-  for (ENGINE_GRID_LOOP(i, rows * cols)) y[i] = b[i % cols];
-}
-
 __global__ void round_bf16_kernel(const float* src, float* dst, int64_t n) {
   for (ENGINE_GRID_LOOP(i, n)) dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
 }
 
-// A block of the caching allocator holding `count` elements of T, for one call's scope (the
-// work is queued on the compute stream, so the next user of the block runs after it).
-template <class T>
-class Scratch {
+// src (count floats) converted by `kernel` into a block of count T (one element at least).
+template <class T, void (*kernel)(const float*, T*, int64_t)>
+class Converted {
  public:
-  Scratch(int device, int64_t count)
-      : device_(device),
-        nbytes_(static_cast<size_t>(count > 0 ? count : 1) * sizeof(T)),
-        p_(static_cast<T*>(::engine::cuda::alloc(device, nbytes_))) {}
-  ~Scratch() { ::engine::cuda::free(device_, p_, nbytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  T* get() const { return p_; }
+  Converted(int device, const float* src, int64_t count)
+      : block_(device, static_cast<size_t>(count > 0 ? count : 1) * sizeof(T)) {
+    if (count == 0) return;
+    kernel<<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(src, get(),
+                                                                                       count);
+    CUDA_CHECK_LAUNCH();
+  }
+  T* get() const { return static_cast<T*>(block_.get()); }
 
  private:
-  int device_;
-  size_t nbytes_;
-  T* p_;
+  detail::DeviceBlock block_;
 };
+using Bf16Copy = Converted<__nv_bfloat16, to_bf16_kernel>;  // bf16 values
+using RoundedCopy = Converted<float, round_bf16_kernel>;    // bf16 values held in fp32
 
-// src (count floats) as bf16 in a scratch block.
-class Bf16Copy : public Scratch<__nv_bfloat16> {
- public:
-  Bf16Copy(int device, const float* src, int64_t count) : Scratch(device, count) {
-    if (count == 0) return;
-    to_bf16_kernel<<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(
-        src, get(), count);
-    CUDA_CHECK_LAUNCH();
-  }
-};
-
-// src (count floats) rounded to bf16 values, kept as fp32, in a scratch block.
-class RoundedCopy : public Scratch<float> {
- public:
-  RoundedCopy(int device, const float* src, int64_t count) : Scratch(device, count) {
-    if (count == 0) return;
-    round_bf16_kernel<<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(
-        src, get(), count);
-    CUDA_CHECK_LAUNCH();
-  }
-};
-
+// Dimensions are under 2^31: detail::check_linear saw to it.
 int i32(int64_t v) {
-  ENGINE_CHECK(v <= INT32_MAX, "cuda bf16 linear: dimension ", v, " over 2^31 for cuBLAS");
   return static_cast<int>(v);
 }
 
@@ -90,23 +62,14 @@ void gemm_bf16(int device, cublasOperation_t ta, cublasOperation_t tb, int64_t m
                             i32(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void check(const LinearShape& s, const char* what) {
-  ENGINE_CHECK(s.n >= 0 && s.in > 0 && s.out > 0, what, ": bad shape (n ", s.n, ", in ", s.in,
-               ", out ", s.out, ")");
-}
-
 }  // namespace
 
 void linear_forward_bf16(int device, const float* x, const float* w, const float* b, float* y,
                          const LinearShape& s) {
-  check(s, "cuda::linear_forward_bf16");
+  detail::check_linear(s, "cuda::linear_forward_bf16");
   if (s.n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
-  if (b) {
-    bias_rows_kernel<<<blocks_for(s.n * s.out), kThreads, 0,
-                       ::engine::cuda::compute_stream(device)>>>(b, y, s.n, s.out);
-    CUDA_CHECK_LAUNCH();
-  }
+  if (b) detail::broadcast_rows(device, b, y, s.n, s.out);
   Bf16Copy xb(device, x, s.n * s.in), wb(device, w, s.out * s.in);
   // y^T (out, N) = w x^T (+ the bias rows already in y)
   gemm_bf16(device, CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.n, s.in, wb.get(), s.in, xb.get(), s.in,
@@ -115,7 +78,7 @@ void linear_forward_bf16(int device, const float* x, const float* w, const float
 
 void linear_backward_data_bf16(int device, const float* dy, const float* w, float* dx,
                                const LinearShape& s) {
-  check(s, "cuda::linear_backward_data_bf16");
+  detail::check_linear(s, "cuda::linear_backward_data_bf16");
   if (s.n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   Bf16Copy dyb(device, dy, s.n * s.out), wb(device, w, s.out * s.in);
@@ -126,7 +89,7 @@ void linear_backward_data_bf16(int device, const float* dy, const float* w, floa
 
 void linear_backward_weight_bf16(int device, const float* dy, const float* x, float* dw,
                                  const LinearShape& s, float beta) {
-  check(s, "cuda::linear_backward_weight_bf16");
+  detail::check_linear(s, "cuda::linear_backward_weight_bf16");
   ::engine::cuda::DeviceGuard guard(device);
   if (s.n == 0) return detail::scale_or_zero(device, dw, s.out * s.in, beta);
   Bf16Copy dyb(device, dy, s.n * s.out), xb(device, x, s.n * s.in);

@@ -106,27 +106,6 @@ Plan& plan_for(int device, const Conv2dShape& s) {
   return *it->second;
 }
 
-// A block of the caching allocator for the scope of one call.
-class DeviceBlock {
- public:
-  DeviceBlock(int device, size_t nbytes)
-      : device_(device),
-        nbytes_(nbytes),
-        p_(nbytes ? ::engine::cuda::alloc(device, nbytes) : nullptr) {}
-  ~DeviceBlock() {
-    if (p_) ::engine::cuda::free(device_, p_, nbytes_);
-  }
-  DeviceBlock(const DeviceBlock&) = delete;
-  DeviceBlock& operator=(const DeviceBlock&) = delete;
-  void* get() const { return p_; }
-  size_t nbytes() const { return nbytes_; }
-
- private:
-  int device_;
-  size_t nbytes_;
-  void* p_;
-};
-
 bool tensor_core_math(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
@@ -196,14 +175,14 @@ void conv2d_forward(int device, const float* x, const float* w, const float* b, 
     int n = 0;
     CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
-    DeviceBlock ws(device, find_workspace(perf, n));
-    DeviceBlock scratch(device, s.y_count() * sizeof(float));
+    detail::DeviceBlock ws(device, find_workspace(perf, n));
+    detail::DeviceBlock scratch(device, s.y_count() * sizeof(float));
     CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
         h, p.x, x, p.w, w, p.conv, p.y, scratch.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf,
         ws.get(), ws.nbytes()));
     choose(perf, n, ws.nbytes(), "forward", s, p.fwd);
   }
-  DeviceBlock ws(device, p.fwd.ws_bytes);
+  detail::DeviceBlock ws(device, p.fwd.ws_bytes);
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv, p.fwd.algo, ws.get(),
                                       ws.nbytes(), &zero, p.y, y));
@@ -232,14 +211,14 @@ void conv2d_backward_data(int device, const float* dy, const float* w, float* dx
     int n = 0;
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, p.w, p.y, p.conv, p.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
-    DeviceBlock ws(device, find_workspace(perf, n));
-    DeviceBlock scratch(device, s.x_count() * sizeof(float));
+    detail::DeviceBlock ws(device, find_workspace(perf, n));
+    detail::DeviceBlock scratch(device, s.x_count() * sizeof(float));
     CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
         h, p.w, w, p.y, dy, p.conv, p.x, scratch.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
         perf, ws.get(), ws.nbytes()));
     choose(perf, n, ws.nbytes(), "backward data", s, p.bwd_data);
   }
-  DeviceBlock ws(device, p.bwd_data.ws_bytes);
+  detail::DeviceBlock ws(device, p.bwd_data.ws_bytes);
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv, p.bwd_data.algo,
                                            ws.get(), ws.nbytes(), &zero, p.x, dx));
@@ -262,14 +241,14 @@ void conv2d_backward_filter(int device, const float* x, const float* dy, float* 
     int n = 0;
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, p.x, p.y, p.conv, p.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
-    DeviceBlock ws(device, find_workspace(perf, n));
-    DeviceBlock scratch(device, s.w_count() * sizeof(float));
+    detail::DeviceBlock ws(device, find_workspace(perf, n));
+    detail::DeviceBlock scratch(device, s.w_count() * sizeof(float));
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
         h, p.x, x, p.y, dy, p.conv, p.w, scratch.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
         perf, ws.get(), ws.nbytes()));
     choose(perf, n, ws.nbytes(), "backward filter", s, p.bwd_filter);
   }
-  DeviceBlock ws(device, p.bwd_filter.ws_bytes);
+  detail::DeviceBlock ws(device, p.bwd_filter.ws_bytes);
   const float one = 1.f;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter.algo,
                                              ws.get(), ws.nbytes(), &beta, p.w, dw));

@@ -17,34 +17,41 @@
 namespace engine::kernels::cuda {
 namespace {
 
-void check(const LinearShape& s, const char* what) {
-  ENGINE_CHECK(s.n >= 0 && s.in > 0 && s.out > 0, what, ": bad shape (n ", s.n, ", in ", s.in,
-               ", out ", s.out, ")");
-  ENGINE_CHECK(s.n <= INT32_MAX && s.in <= INT32_MAX && s.out <= INT32_MAX, what,
-               ": dimension over 2^31 for cuBLAS");
-}
-
 int i32(int64_t v) {
   return static_cast<int>(v);
 }
 
-// y[i, j] = b[j] for y (rows, cols).
 __global__ void broadcast_rows_kernel(const float* b, float* y, int64_t rows, int64_t cols) {
   for (ENGINE_GRID_LOOP(i, rows * cols)) y[i] = b[i % cols];
 }
 
 }  // namespace
 
+namespace detail {
+
+void check_linear(const LinearShape& s, const char* what) {
+  ENGINE_CHECK(s.n >= 0 && s.in > 0 && s.out > 0, what, ": bad shape (n ", s.n, ", in ", s.in,
+               ", out ", s.out, ")");
+  ENGINE_CHECK(s.n <= INT32_MAX && s.in <= INT32_MAX && s.out <= INT32_MAX, what,
+               ": dimension over 2^31 for cuBLAS");
+}
+
+void broadcast_rows(int device, const float* b, float* y, int64_t rows, int64_t cols) {
+  broadcast_rows_kernel<<<blocks_for(rows * cols), kThreads, 0,
+                          ::engine::cuda::compute_stream(device)>>>(b, y, rows, cols);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace detail
+
 void linear_forward(int device, const float* x, const float* w, const float* b, float* y,
                     const LinearShape& s) {
-  check(s, "cuda::linear_forward");
+  detail::check_linear(s, "cuda::linear_forward");
   if (s.n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   float beta = 0.f;
   if (b) {  // y = b broadcast, then y += x w^T
-    broadcast_rows_kernel<<<blocks_for(s.n * s.out), kThreads, 0,
-                            ::engine::cuda::compute_stream(device)>>>(b, y, s.n, s.out);
-    CUDA_CHECK_LAUNCH();
+    detail::broadcast_rows(device, b, y, s.n, s.out);
     beta = 1.f;
   }
   const float alpha = 1.f;
@@ -54,7 +61,7 @@ void linear_forward(int device, const float* x, const float* w, const float* b, 
 
 void linear_backward_data(int device, const float* dy, const float* w, float* dx,
                           const LinearShape& s) {
-  check(s, "cuda::linear_backward_data");
+  detail::check_linear(s, "cuda::linear_backward_data");
   if (s.n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   const float alpha = 1.f, beta = 0.f;
@@ -64,7 +71,7 @@ void linear_backward_data(int device, const float* dy, const float* w, float* dx
 
 void linear_backward_weight(int device, const float* dy, const float* x, float* dw,
                             const LinearShape& s, float beta) {
-  check(s, "cuda::linear_backward_weight");
+  detail::check_linear(s, "cuda::linear_backward_weight");
   ::engine::cuda::DeviceGuard guard(device);
   // No samples: dw = beta * dw, zeros when beta is 0 (as the CPU), not left to cuBLAS with k = 0.
   if (s.n == 0) return detail::scale_or_zero(device, dw, s.out * s.in, beta);
@@ -75,7 +82,7 @@ void linear_backward_weight(int device, const float* dy, const float* x, float* 
 
 void linear_backward_bias(int device, const float* dy, float* db, const LinearShape& s,
                           float beta) {
-  check(s, "cuda::linear_backward_bias");
+  detail::check_linear(s, "cuda::linear_backward_bias");
   // dy (N, out) is (N, C = out, HW = 1).
   detail::channel_sum(device, dy, db, s.n, s.out, 1, beta);
 }
