@@ -28,6 +28,13 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator& gen);
 Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                     const Tensor& running_mean, const Tensor& running_var, bool training,
                     float momentum = 0.1f, float eps = 1e-5f);
+// max_pool2d(batch_norm2d(x, ...), kernel, stride) (relu: max_pool2d_relu of it) as one op: on
+// the CPU the forward never writes the normalised tensor (the affine is applied inside the pooling
+// pass); the backward and CUDA run the two ops' kernels. Same values and gradients as the two ops.
+Tensor batch_norm2d_pool(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& running_mean, const Tensor& running_var, bool training,
+                         int kernel, int stride, bool relu, float momentum = 0.1f,
+                         float eps = 1e-5f);
 // Same storage, new shape; one dimension may be -1.
 Tensor reshape(const Tensor& x, Shape shape);
 // x (N, ...) -> (N, prod(...))

@@ -55,19 +55,27 @@ BatchNorm2d::BatchNorm2d(int64_t c) {
   num_batches_tracked = register_buffer("num_batches_tracked", Tensor::zeros({}, DType::I64));
 }
 
+void BatchNorm2d::count_batch() {
+  if (!is_training()) return;
+  Tensor n = num_batches_tracked.to(Device::cpu());
+  n.data<int64_t>()[0] += 1;
+  num_batches_tracked.copy_from(n);
+}
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  if (is_training()) {
-    Tensor n = num_batches_tracked.to(Device::cpu());
-    n.data<int64_t>()[0] += 1;
-    num_batches_tracked.copy_from(n);
-  }
+  count_batch();
   return batch_norm2d(x, weight, bias, running_mean, running_var, is_training());
+}
+Tensor BatchNorm2d::forward_pooled(const Tensor& x, int kernel, int stride, bool relu) {
+  count_batch();
+  return batch_norm2d_pool(x, weight, bias, running_mean, running_var, is_training(), kernel,
+                           stride, relu);
 }
 
 Tensor ReLU::forward(const Tensor& x) {
   return relu(x);
 }
 Tensor MaxPool2d::forward(const Tensor& x) {
+  if (bn) return bn->forward_pooled(x, kernel, stride, with_relu);
   return with_relu ? max_pool2d_relu(x, kernel, stride) : max_pool2d(x, kernel, stride);
 }
 Tensor Dropout::forward(const Tensor& x) {
@@ -80,10 +88,16 @@ Tensor Dropout2d::forward(const Tensor& x) {
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   register_module(std::to_string(layers_.size()), m);
   auto* pool = dynamic_cast<MaxPool2d*>(m.get());
-  if (pool && !layers_.empty() && dynamic_cast<ReLU*>(layers_.back().get())) {
+  size_t before = layers_.size();  // the layers [before, size) are taken into pool
+  if (pool && before > 0 && dynamic_cast<ReLU*>(layers_[before - 1].get())) {
     pool->with_relu = true;
-    fused_.back() = true;
+    --before;
   }
+  if (pool && before > 0) {
+    pool->bn = dynamic_cast<BatchNorm2d*>(layers_[before - 1].get());
+    if (pool->bn) --before;
+  }
+  for (size_t i = before; pool && i < layers_.size(); ++i) fused_[i] = true;
   layers_.push_back(std::move(m));
   fused_.push_back(false);
   return *this;

@@ -30,7 +30,12 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels);
   Tensor forward(const Tensor& x) override;
+  // max_pool2d (relu: max_pool2d_relu) of forward(x) as one op (batch_norm2d_pool).
+  Tensor forward_pooled(const Tensor& x, int kernel, int stride, bool relu);
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  void count_batch();  // num_batches_tracked += 1 in training
 };
 
 class ReLU : public Module {
@@ -41,9 +46,11 @@ class ReLU : public Module {
 class MaxPool2d : public Module {
  public:
   MaxPool2d(int kernel, int stride) : kernel(kernel), stride(stride) {}
-  Tensor forward(const Tensor& x) override;  // relu(max_pool2d(x)) when with_relu
+  // relu(max_pool2d(x)) when with_relu; of bn->forward(x) when bn is set.
+  Tensor forward(const Tensor& x) override;
   int kernel, stride;
-  bool with_relu = false;  // set by Sequential on a MaxPool2d that follows a ReLU
+  bool with_relu = false;     // set by Sequential on a MaxPool2d that follows a ReLU
+  BatchNorm2d* bn = nullptr;  // set by Sequential on one that follows a BatchNorm2d (and ReLU)
 };
 
 class Dropout : public Module {
@@ -65,14 +72,15 @@ class Dropout2d : public Module {
 class Sequential : public Module {
  public:
   // Children are named "0", "1", ... as in PyTorch. A MaxPool2d added right after a ReLU takes
-  // the ReLU in (max_pool2d_relu, one pass; equal since relu is monotone): forward then skips
-  // that ReLU.
+  // the ReLU in (max_pool2d_relu, one pass; equal since relu is monotone), and a BatchNorm2d
+  // right before them (or right before it) too (batch_norm2d_pool): forward skips the layers
+  // taken in. Parameters, buffers and names stay where they were.
   Sequential& add(std::shared_ptr<Module> m);
   Tensor forward(const Tensor& x) override;
 
  private:
   std::vector<std::shared_ptr<Module>> layers_;
-  std::vector<bool> fused_;  // layers_[i] is a ReLU that the next layer runs
+  std::vector<bool> fused_;  // layers_[i] is run by a later layer (a MaxPool2d)
 };
 
 }  // namespace engine::nn

@@ -220,6 +220,12 @@ void add_layers(Registrar& r) {
         r.add("batch_norm2d_train/" + site(a.model, a.layer) + (bwd ? "/bwd" : "/fwd") + bsuffix(n),
               Ceiling::Memory, either<BatchNormTrainOp, CudaBatchNormTrainOp>(dev, bwd, s));
       }
+    for (auto& a : batchnorm_sites()) {
+      if (r.cuda()) break;  // CUDA runs batch norm and the pool apart
+      kernels::Pool2dShape s{n, a.c, a.h, a.w, 2, 2};
+      r.add("batch_norm2d_pool/" + site(a.model, a.layer) + "/fwd" + bsuffix(n), Ceiling::Memory,
+            [=] { return std::make_unique<BatchNormPoolOp>(s); });
+    }
     for (bool bwd : {false, true})
       r.add(std::string("log_softmax_nll/all/") + (bwd ? "bwd" : "fwd") + bsuffix(n),
             Ceiling::Memory, either<LogSoftmaxNllOp, CudaLogSoftmaxNllOp>(dev, bwd, n, kClasses));

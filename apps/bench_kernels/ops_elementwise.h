@@ -149,6 +149,66 @@ class BatchNormTrainOp : public Op {
   Buffer<float> x_, dy_, gamma_, beta_, y_, dx_, dgamma_, dbeta_, mean_, invstd_, rmean_, rvar_;
 };
 
+// The models' batch norm, relu and max pool forward as one op (nn::batch_norm2d_pool on the
+// CPU): batch statistics, then the affine inside the pooling pass. Checked against the references
+// run one after another. (Its backward runs the max_pool2d and batch_norm2d_train kernels.)
+class BatchNormPoolOp : public Op {
+ public:
+  explicit BatchNormPoolOp(const kernels::Pool2dShape& s)
+      : s_(s),
+        bs_{s.n, s.c, s.h * s.w},
+        x_(uniform(in(), 51, -2.f, 3.f)),
+        gamma_(uniform(s.c, 53, 0.5f, 1.5f)),
+        beta_(uniform(s.c, 54)),
+        alpha_(s.c),
+        shift_(s.c),
+        y_(out()),
+        mean_(s.c),
+        invstd_(s.c),
+        rmean_(s.c),
+        rvar_(s.c),
+        arg_(out()) {
+    std::fill(rvar_.get(), rvar_.get() + s.c, 1.f);  // torch's initial running statistics
+  }
+  void run() override { forward(rmean_, rvar_); }
+  CheckResult check() override {
+    namespace ref = kernels::ref;
+    std::vector<float> rm0 = rmean_.copy(), rv0 = rvar_.copy();
+    run();
+    Buffer<float> bn(in()), mean(s_.c), invstd(s_.c), pooled(out()), y(out());
+    Buffer<int32_t> arg(out());
+    ref::batch_norm_train_forward(x_, gamma_, beta_, bn, mean, invstd, rm0.data(), rv0.data(), bs_,
+                                  kMomentum, kEps);
+    ref::max_pool2d_forward(bn, pooled, arg, s_);
+    ref::relu_forward(pooled, y, out());
+    return worst_of({compare("y", y_, y, out(), kBatchNormTol),
+                     compare_ints("arg", arg_.get(), arg.get(), out()),
+                     compare("running_mean", rmean_, rm0.data(), s_.c, kBatchNormTol),
+                     compare("running_var", rvar_, rv0.data(), s_.c, kBatchNormTol)});
+  }
+  // x read twice (statistics; the second pass mostly from cache) and once to pool; y, arg written.
+  double bytes() const override { return 4.0 * (3 * in() + 2 * out()); }
+
+ private:
+  static constexpr float kMomentum = 0.1f, kEps = 1e-5f;
+  int64_t in() const { return s_.planes() * s_.h * s_.w; }
+  int64_t out() const { return s_.planes() * s_.oh() * s_.ow(); }
+  void forward(float* running_mean, float* running_var) {
+    namespace kc = kernels::cpu;
+    kc::batch_norm_train_stats(x_, mean_, invstd_, running_mean, running_var, bs_, kMomentum, kEps);
+    for (int64_t c = 0; c < s_.c; ++c) {
+      const kernels::BnAffine a = kernels::bn_affine(mean_[c], invstd_[c], gamma_[c], beta_[c]);
+      alpha_[c] = a.alpha;
+      shift_[c] = a.shift;
+    }
+    kc::max_pool2d_affine_forward(x_, alpha_, shift_, y_, arg_, s_, true);
+  }
+  kernels::Pool2dShape s_;
+  kernels::BatchNormShape bs_;
+  Buffer<float> x_, gamma_, beta_, alpha_, shift_, y_, mean_, invstd_, rmean_, rvar_;
+  Buffer<int32_t> arg_;
+};
+
 // Forward: logp = log_softmax(x), loss = nll_loss(logp, target). Backward: dlogp of loss (dloss
 // 1), then dx through log_softmax: the models' loss layer, both directions.
 class LogSoftmaxNllOp : public Op {

@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -14,22 +15,30 @@ namespace {
 
 constexpr int kL = 8;  // double lanes of the per-plane sums
 
-// Sum over one plane of f(i), in kL lanes combined in a fixed order.
+// Sum over one plane of f(i), in kSumL lanes combined in a fixed order: four vectors of double
+// lanes, so that the adds of consecutive vectors do not wait on each other.
+constexpr int kSumL = 32;
 template <class F>
 double plane_sum(int64_t count, F f) {
-  double acc[kL] = {};
+  double acc[kSumL] = {};
   int64_t i = 0;
-  for (; i + kL <= count; i += kL)
-    for (int l = 0; l < kL; ++l) acc[l] += f(i + l);
+  for (; i + kSumL <= count; i += kSumL)
+    for (int l = 0; l < kSumL; ++l) acc[l] += f(i + l);
   for (int l = 0; i + l < count; ++l) acc[l] += f(i + l);
   double total = 0.0;
-  for (int l = 0; l < kL; ++l) total += acc[l];
+  for (int l = 0; l < kSumL; ++l) total += acc[l];
   return total;
 }
 
 void check(const BatchNormShape& s, const char* what) {
   ENGINE_CHECK(s.n >= 0 && s.c > 0 && s.hw > 0, what, ": bad shape (", s.n, ", ", s.c, ", ", s.hw,
                ")");
+}
+
+void check_train(const BatchNormShape& s, const char* what) {
+  check(s, what);
+  ENGINE_CHECK(s.count() > 1, what, ": expected more than 1 value per channel, got input (", s.n,
+               ", ", s.c, ", ", s.hw, ")");
 }
 
 // Planes of channel c: x + (n*C + c)*HW.
@@ -94,39 +103,55 @@ DySums dy_sums(const float* dy, const float* x, float mean, const BatchNormShape
   return r;
 }
 
+// Channel c's batch mean and invstd (biased variance), saved, and its running update: two passes
+// (sum, then squared deviations), each in plane_sum's order.
+void channel_stats(const float* x, float* save_mean, float* save_invstd, float* running_mean,
+                   float* running_var, const BatchNormShape& s, int64_t c, float momentum,
+                   float eps) {
+  const int64_t m = s.count();
+  double sum = 0.0;
+  for_planes(s, c, [&](int64_t off) {
+    sum += plane_sum(s.hw, [&](int64_t i) { return double(x[off + i]); });
+  });
+  const double mean = sum / double(m);
+  double var_sum = 0.0;
+  for_planes(s, c, [&](int64_t off) {
+    var_sum += plane_sum(s.hw, [&](int64_t i) {
+      double d = double(x[off + i]) - mean;
+      return d * d;
+    });
+  });
+  const double invstd = bn_invstd(var_sum / double(m), double(eps));
+  save_mean[c] = static_cast<float>(mean);
+  save_invstd[c] = static_cast<float>(invstd);
+  if (running_mean)
+    running_mean[c] =
+        static_cast<float>(bn_running_update(double(running_mean[c]), mean, double(momentum)));
+  if (running_var)
+    running_var[c] = static_cast<float>(
+        bn_running_update(double(running_var[c]), bn_unbiased_var(var_sum, m), double(momentum)));
+}
+
 }  // namespace
+
+void batch_norm_train_stats(const float* x, float* save_mean, float* save_invstd,
+                            float* running_mean, float* running_var, const BatchNormShape& s,
+                            float momentum, float eps) {
+  check_train(s, "batch_norm_train_stats");
+  parallel_for(s.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      channel_stats(x, save_mean, save_invstd, running_mean, running_var, s, c, momentum, eps);
+  });
+}
 
 void batch_norm_train_forward(const float* x, const float* gamma, const float* beta, float* y,
                               float* save_mean, float* save_invstd, float* running_mean,
                               float* running_var, const BatchNormShape& s, float momentum,
                               float eps) {
-  check(s, "batch_norm_train_forward");
-  const int64_t m = s.count();
-  ENGINE_CHECK(m > 1, "batch_norm_train_forward: expected more than 1 value per channel, got ",
-               "input (", s.n, ", ", s.c, ", ", s.hw, ")");
+  check_train(s, "batch_norm_train_forward");
   parallel_for(s.c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      double sum = 0.0;
-      for_planes(s, c, [&](int64_t off) {
-        sum += plane_sum(s.hw, [&](int64_t i) { return double(x[off + i]); });
-      });
-      const double mean = sum / double(m);
-      double var_sum = 0.0;
-      for_planes(s, c, [&](int64_t off) {
-        var_sum += plane_sum(s.hw, [&](int64_t i) {
-          double d = double(x[off + i]) - mean;
-          return d * d;
-        });
-      });
-      const double invstd = bn_invstd(var_sum / double(m), double(eps));
-      save_mean[c] = static_cast<float>(mean);
-      save_invstd[c] = static_cast<float>(invstd);
-      if (running_mean)
-        running_mean[c] =
-            static_cast<float>(bn_running_update(double(running_mean[c]), mean, double(momentum)));
-      if (running_var)
-        running_var[c] = static_cast<float>(bn_running_update(
-            double(running_var[c]), bn_unbiased_var(var_sum, m), double(momentum)));
+      channel_stats(x, save_mean, save_invstd, running_mean, running_var, s, c, momentum, eps);
       affine(x, y, s, c,
              bn_affine(save_mean[c], save_invstd[c], gamma ? gamma[c] : 1.f, beta ? beta[c] : 0.f));
     }

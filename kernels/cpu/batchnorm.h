@@ -14,6 +14,11 @@ void batch_norm_train_forward(const float* x, const float* gamma, const float* b
                               float* running_var, const BatchNormShape& s, float momentum,
                               float eps);
 
+// batch_norm_train_forward's statistics and running update alone, for a caller that applies the
+// affine itself (max_pool2d_affine_forward).
+void batch_norm_train_stats(const float* x, float* save_mean, float* save_invstd,
+                            float* running_mean, float* running_var, const BatchNormShape& s,
+                            float momentum, float eps);
 // Running statistics: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta.
 void batch_norm_eval_forward(const float* x, const float* gamma, const float* beta,
                              const float* running_mean, const float* running_var, float* y,

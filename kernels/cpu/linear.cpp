@@ -1,7 +1,8 @@
-// kernels/cpu/linear.cpp: the fully connected layer as row-major sgemm calls, no copies.
-// OpenBLAS runs single-threaded (its idle threads spin and would take the cores our pool needs);
-// our pool splits each product into row blocks, one sgemm per thread: every output element is
-// computed by one thread in a fixed order, so results do not depend on timing.
+// kernels/cpu/linear.cpp: the fully connected layer as row-major GEMMs, no copies. With AVX-512,
+// our own (gemm_f32.h: OpenBLAS 0.3.21 runs AVX2 kernels on Zen 4 and Zen 5); elsewhere OpenBLAS
+// sgemm, single-threaded (its idle threads spin and would take the cores our pool needs), our
+// pool splitting each product into row blocks, one sgemm per thread. Either way every output
+// element is computed by one thread in a fixed order, so results do not depend on timing.
 #include "kernels/cpu/linear.h"
 
 #include <cblas.h>
@@ -11,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/gemm_f32.h"
 
 namespace engine::kernels::cpu {
 namespace {
@@ -34,6 +36,10 @@ void linear_forward(const float* x, const float* w, const float* b, float* y,
   if (s.n == 0) return;
   if (b)
     for (int64_t i = 0; i < s.n; ++i) std::copy(b, b + s.out, y + i * s.out);
+  if (detail::gemm_f32_available()) {  // y (n, out) (+)= x (n, in) w (out, in)^T
+    detail::gemm_f32_nt(s.n, s.out, s.in, x, s.in, w, s.in, y, s.out, b ? 1.f : 0.f);
+    return;
+  }
   by_rows(s.n, s.out * s.in, [&](int64_t r0, int64_t r1) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, s.out, s.in, 1.f, x + r0 * s.in,
                 s.in, w, s.in, b ? 1.f : 0.f, y + r0 * s.out, s.out);
@@ -43,6 +49,10 @@ void linear_forward(const float* x, const float* w, const float* b, float* y,
 void linear_backward_data(const float* dy, const float* w, float* dx, const LinearShape& s) {
   check(s, "linear_backward_data");
   if (s.n == 0) return;
+  if (detail::gemm_f32_available()) {  // dx (n, in) = dy (n, out) w (out, in)
+    detail::gemm_f32_nn(s.n, s.in, s.out, dy, s.out, 1, w, s.in, dx, s.in, 0.f);
+    return;
+  }
   by_rows(s.n, s.in * s.out, [&](int64_t r0, int64_t r1) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, s.in, s.out, 1.f,
                 dy + r0 * s.out, s.out, w, s.in, 0.f, dx + r0 * s.in, s.in);
@@ -54,6 +64,10 @@ void linear_backward_weight(const float* dy, const float* x, float* dw, const Li
   check(s, "linear_backward_weight");
   if (s.n == 0) {
     for (int64_t i = 0; i < s.out * s.in; ++i) dw[i] = beta == 0.f ? 0.f : beta * dw[i];
+    return;
+  }
+  if (detail::gemm_f32_available()) {  // dw (out, in) = beta dw + dy^T (out, n) x (n, in)
+    detail::gemm_f32_nn(s.out, s.in, s.n, dy, 1, s.out, x, s.in, dw, s.in, beta);
     return;
   }
   // dw rows (output features) split over threads: dw[o0:o1] = dy[:, o0:o1]^T x.

@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/activation.h"
+#include "kernels/batchnorm.h"
+#include "kernels/cpu/scratch.h"
 
 namespace engine::kernels::cpu {
 namespace {
@@ -104,12 +106,25 @@ void pool_plane_2x2(const float* xp, float* yp, int32_t* ap, int64_t w, int64_t 
   }
 }
 
+// out = bn_apply(x) element by element (restrict: the loop vectorises with no overlap check).
+void affine_plane(const float* __restrict x, float* __restrict out, int64_t count, BnAffine a) {
+  for (int64_t i = 0; i < count; ++i) out[i] = bn_apply(x[i], a);
+}
+
+// With alpha set, each plane of channel c is first mapped to x * alpha[c] + shift[c] in a scratch
+// plane (kept in L1), which is then pooled: batch norm's affine folded into the pool.
 template <bool Relu>
-void pool_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
+void pool_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s,
+                  const float* alpha = nullptr, const float* shift = nullptr) {
   const int64_t oh = s.oh(), ow = s.ow(), in_plane = s.h * s.w, out_plane = oh * ow;
   parallel_for(s.planes(), grain(s), [&](int64_t p0, int64_t p1) {
+    Scratch<float> mapped(alpha ? in_plane : 0);
     for (int64_t p = p0; p < p1; ++p) {
       const float* xp = x + p * in_plane;
+      if (alpha) {
+        affine_plane(xp, mapped.get(), in_plane, {alpha[p % s.c], shift[p % s.c]});
+        xp = mapped.get();
+      }
       float* yp = y + p * out_plane;
       int32_t* ap = arg + p * out_plane;
       if (s.k == 2 && s.stride == 2) {
@@ -160,6 +175,16 @@ void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShap
 void max_pool2d_relu_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s) {
   check(s, "max_pool2d_relu_forward");
   pool_forward<true>(x, y, arg, s);
+}
+
+void max_pool2d_affine_forward(const float* x, const float* alpha, const float* shift, float* y,
+                               int32_t* arg, const Pool2dShape& s, bool relu) {
+  check(s, "max_pool2d_affine_forward");
+  ENGINE_CHECK(alpha && shift, "max_pool2d_affine_forward: alpha and shift are required");
+  if (relu)
+    pool_forward<true>(x, y, arg, s, alpha, shift);
+  else
+    pool_forward<false>(x, y, arg, s, alpha, shift);
 }
 
 void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const Pool2dShape& s) {

@@ -13,6 +13,11 @@ void max_pool2d_forward(const float* x, float* y, int32_t* arg, const Pool2dShap
 // y = relu(max_pool2d(x)) (= max_pool2d(relu(x))) in one pass; arg as max_pool2d_forward's.
 void max_pool2d_relu_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s);
 
+// y = max_pool2d(x * alpha[c] + shift[c]) per channel c (relu: relu of it), arg as
+// max_pool2d_forward's: batch norm's affine (alpha, shift (C), kernels/batchnorm.h's bn_affine)
+// folded into the pooling pass, so the normalised tensor is never written.
+void max_pool2d_affine_forward(const float* x, const float* alpha, const float* shift, float* y,
+                               int32_t* arg, const Pool2dShape& s, bool relu);
 // dx (N, C, H, W) = dy routed to the argmax of each window (summed where windows overlap).
 // Overwrites dx.
 void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const Pool2dShape& s);

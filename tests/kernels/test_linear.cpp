@@ -1,5 +1,6 @@
-// tests/kernels/test_linear.cpp: linear's bias gradient and bias-free forward against the
-// reference, beta, empty batch, determinism. The other products against the reference:
+// tests/kernels/test_linear.cpp: every product of linear, with and without a bias, against the
+// reference at small shapes and at the edges of the AVX-512 GEMM's tiles, beta, empty batch,
+// determinism and independence from the thread count. The models' shapes against the reference:
 // tests/kernels/test_bench_checks.cpp. Finite differences: tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
 
@@ -33,23 +34,36 @@ Out run(const LinearShape& s, const std::vector<float>& x, const std::vector<flo
 
 const LinearShape kShapes[] = {{1, 1, 1}, {3, 5, 7}, {64, 320, 50}, {17, 50, 10}, {5, 9, 300}};
 
-// The bias gradient and the forward without a bias; y, dx and dw against the reference at these
-// shapes and the models' are in tests/kernels/test_bench_checks.cpp.
-TEST(Linear, BiasGradientAndNoBiasMatchReference) {
-  for (const LinearShape& s : kShapes) {
+// Shapes at the edges of the AVX-512 GEMMs' tiles and K blocks (gemm_f32.cpp): rows not a
+// multiple of 4 or 12, columns not a multiple of 6 or 32, K past one block of 256 or 1024.
+const LinearShape kEdgeShapes[] = {{13, 1100, 37}, {300, 40, 600}, {1, 3136, 128}, {128, 3136, 10}};
+
+// Every product, with and without a bias, against the reference (the models' shapes are in
+// tests/kernels/test_bench_checks.cpp); beta 1 adds the weight gradient to what is there.
+TEST(Linear, EveryProductMatchesReference) {
+  std::vector<LinearShape> shapes(std::begin(kShapes), std::end(kShapes));
+  shapes.insert(shapes.end(), std::begin(kEdgeShapes), std::end(kEdgeShapes));
+  for (const LinearShape& s : shapes) {
     SCOPED_TRACE(std::to_string(s.n) + "x" + std::to_string(s.in) + "->" + std::to_string(s.out));
     auto x = filled(s.n * s.in, 1), w = filled(s.out * s.in, 2), b = filled(s.out, 3);
     auto dy = filled(s.n * s.out, 4);
     Out got = run(s, x, w, b.data(), dy);
     Out want{std::vector<float>(s.n * s.out), std::vector<float>(s.n * s.in),
              std::vector<float>(s.out * s.in), std::vector<float>(s.out)};
+    ref::linear_forward(x.data(), w.data(), b.data(), want.y.data(), s);
     ref::linear_backward(x.data(), w.data(), dy.data(), want.dx.data(), want.dw.data(),
                          want.db.data(), s);
+    EXPECT_LT(ref::max_rel_error(got.y.data(), want.y.data(), s.n * s.out), 1e-5);
+    EXPECT_LT(ref::max_rel_error(got.dx.data(), want.dx.data(), s.n * s.in), 1e-5);
+    EXPECT_LT(ref::max_rel_error(got.dw.data(), want.dw.data(), s.out * s.in), 1e-5);
     EXPECT_LT(ref::max_rel_error(got.db.data(), want.db.data(), s.out), 1e-5);
     std::vector<float> y_nobias(s.n * s.out), y_ref(s.n * s.out);
     cpu::linear_forward(x.data(), w.data(), nullptr, y_nobias.data(), s);
     ref::linear_forward(x.data(), w.data(), nullptr, y_ref.data(), s);
     EXPECT_LT(ref::max_rel_error(y_nobias.data(), y_ref.data(), s.n * s.out), 1e-5);
+    std::vector<float> acc(s.out * s.in, 0.5f);
+    cpu::linear_backward_weight(dy.data(), x.data(), acc.data(), s, 1.f);
+    for (size_t i = 0; i < acc.size(); ++i) ASSERT_NEAR(acc[i], got.dw[i] + 0.5f, 1e-4) << i;
   }
 }
 
@@ -87,6 +101,23 @@ TEST(Linear, DeterministicForAThreadCount) {
     EXPECT_EQ(a.dx, c.dx);
     EXPECT_EQ(a.dw, c.dw);
     EXPECT_EQ(a.db, c.db);
+  }
+  set_num_threads(saved);
+}
+
+// Each output element is summed by one thread in one order: 1 and 2 threads give equal floats.
+TEST(Linear, ResultsDoNotDependOnTheThreadCount) {
+  const int saved = num_threads();
+  for (const LinearShape& s : kEdgeShapes) {
+    auto x = filled(s.n * s.in, 31), w = filled(s.out * s.in, 32), b = filled(s.out, 33);
+    auto dy = filled(s.n * s.out, 34);
+    set_num_threads(1);
+    Out one = run(s, x, w, b.data(), dy);
+    set_num_threads(2);
+    Out two = run(s, x, w, b.data(), dy);
+    EXPECT_EQ(one.y, two.y);
+    EXPECT_EQ(one.dx, two.dx);
+    EXPECT_EQ(one.dw, two.dw);
   }
   set_num_threads(saved);
 }

@@ -6,11 +6,13 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "nn/functional.h"
+#include "tests/common/test_util.h"
 #include "tests/nn/gradcheck.h"
 
 using namespace engine;
 using engine::testing::gradcheck;
 using engine::testing::random_tensor;
+using engine::testing::rel_error;
 
 namespace {
 Tensor leaf(const Shape& s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
@@ -136,6 +138,55 @@ TEST(Functional, BatchNormTrainEvalAndGrad) {
     gradcheck([&](auto& in) { return nn::batch_norm2d(in[0], in[1], in[2], rm, rv, true); },
               {xs, leaf({sh[1]}, 22, 0.5f, 1.5f), leaf({sh[1]}, 23)}, 1e-2, 2e-2);
   }
+}
+
+// batch_norm2d_pool against batch_norm2d then the pool: train and eval, with and without relu,
+// 2x2 windows and overlapping 3x3 ones (stride 2), odd sizes; values, running statistics and
+// every gradient, then by finite differences.
+TEST(Functional, BatchNormPoolEqualsTheCompositionAndGrad) {
+  for (bool relu : {false, true})
+    for (int k : {2, 3}) {
+      SCOPED_TRACE(::testing::Message() << "relu " << relu << " k " << k);
+      const Shape sh{3, 4, 9, 7};
+      Tensor xa = leaf(sh, 31, -2.f, 2.f), xb = leaf(sh, 31, -2.f, 2.f);
+      Tensor ga = leaf({4}, 32, -1.5f, 1.5f), gb = leaf({4}, 32, -1.5f, 1.5f);  // negative too
+      Tensor ba = leaf({4}, 33), bb = leaf({4}, 33);
+      Tensor rma = Tensor::zeros({4}), rva = Tensor::full({4}, 1.f);
+      Tensor rmb = Tensor::zeros({4}), rvb = Tensor::full({4}, 1.f);
+      Tensor fused = nn::batch_norm2d_pool(xa, ga, ba, rma, rva, true, k, 2, relu);
+      Tensor h = nn::batch_norm2d(xb, gb, bb, rmb, rvb, true);
+      Tensor two = relu ? nn::max_pool2d_relu(h, k, 2) : nn::max_pool2d(h, k, 2);
+      EXPECT_LE(rel_error(fused, two), 1e-6);
+      EXPECT_EQ(rma.to_vector(), rmb.to_vector());
+      EXPECT_EQ(rva.to_vector(), rvb.to_vector());
+      Tensor r = random_tensor(fused.shape(), 34);
+      fused.backward(r);
+      two.backward(r);
+      EXPECT_LE(rel_error(xa.grad(), xb.grad()), 1e-5);
+      EXPECT_LE(rel_error(ga.grad(), gb.grad()), 1e-5);
+      EXPECT_LE(rel_error(ba.grad(), bb.grad()), 1e-5);
+      Tensor eval_fused = nn::batch_norm2d_pool(xa, ga, ba, rma, rva, false, k, 2, relu);
+      Tensor he = nn::batch_norm2d(xb, gb, bb, rmb, rvb, false);
+      EXPECT_EQ(eval_fused.to_vector(),
+                (relu ? nn::max_pool2d_relu(he, k, 2) : nn::max_pool2d(he, k, 2)).to_vector());
+    }
+  // Distinct values 0.05 apart, so that a step of 1e-3 never changes an argmax (normalising is
+  // monotone in each channel).
+  const Shape s{4, 3, 4, 6};
+  std::vector<float> v(shape_numel(s));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.05f * static_cast<float>((i * 37) % v.size());
+  Tensor rm = Tensor::zeros({3}), rv = Tensor::full({3}, 1.0f);
+  for (bool relu : {false, true}) {
+    Tensor x = Tensor::from_vector(v, s);
+    x.set_requires_grad(true);
+    gradcheck(
+        [&](auto& in) {
+          return nn::batch_norm2d_pool(in[0], in[1], in[2], rm, rv, true, 2, 2, relu);
+        },
+        {x, leaf({3}, 36, 0.5f, 1.5f), leaf({3}, 37)}, 1e-3, 3e-2);
+  }
+  Tensor small = Tensor::zeros({2, 3, 1, 1});
+  EXPECT_THROW(nn::batch_norm2d_pool(small, rm, rm, rm, rv, true, 2, 2, true), Error);
 }
 
 TEST(Functional, DropoutMaskScaleAndGrad) {

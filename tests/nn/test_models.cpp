@@ -119,6 +119,47 @@ TEST(Models, SequentialFusesReluThenMaxPool) {
   }
 }
 
+// A BatchNorm2d then a MaxPool2d (with or without a ReLU between) in a Sequential run as one
+// batch_norm2d_pool: the same values, running statistics, batch count and gradients as the layers
+// apart, in train and eval mode.
+TEST(Models, SequentialFusesBatchNormReluMaxPool) {
+  for (bool relu : {true, false}) {
+    SCOPED_TRACE(relu ? "with relu" : "no relu");
+    auto pool = std::make_shared<nn::MaxPool2d>(2, 2);
+    auto bn_fused = std::make_shared<nn::BatchNorm2d>(3),
+         bn_apart = std::make_shared<nn::BatchNorm2d>(3);
+    nn::Sequential fused, apart;
+    fused.add(bn_fused);
+    if (relu) fused.add(std::make_shared<nn::ReLU>());
+    fused.add(pool);
+    EXPECT_EQ(pool->bn, bn_fused.get());
+    auto alone = std::make_shared<nn::MaxPool2d>(2, 2);
+    Generator gen(1);
+    apart.add(bn_apart);
+    if (relu) apart.add(std::make_shared<nn::ReLU>());
+    apart.add(std::make_shared<nn::Dropout>(0.f, gen)).add(alone);  // keeps them apart
+    EXPECT_EQ(alone->bn, nullptr);
+    for (bool train : {true, false}) {
+      fused.train(train);
+      apart.train(train);
+      Tensor a = engine::testing::random_tensor({2, 3, 7, 9}, 41), b = a.detach().clone();
+      a.set_requires_grad(true);
+      b.set_requires_grad(true);
+      Tensor y = fused(a), want = apart(b);
+      EXPECT_LE(engine::testing::rel_error(y, want), 1e-6);
+      EXPECT_EQ(bn_fused->running_mean.to_vector(), bn_apart->running_mean.to_vector());
+      EXPECT_EQ(bn_fused->num_batches_tracked.to_vector_i64(),
+                bn_apart->num_batches_tracked.to_vector_i64());
+      if (!train) continue;
+      Tensor r = engine::testing::random_tensor({2, 3, 3, 4}, 42);
+      y.backward(r);
+      want.backward(r);
+      EXPECT_LE(engine::testing::rel_error(a.grad(), b.grad()), 1e-5);
+      EXPECT_LE(engine::testing::rel_error(bn_fused->weight.grad(), bn_apart->weight.grad()), 1e-5);
+    }
+  }
+}
+
 TEST(Models, ForwardShapesAndLossFalls) {
   for (const char* name : {"simplecnn", "convnet", "net", "linear"}) {
     auto m = model(name, 1, 0.0f);  // no dropout: 8 random images must be memorised
