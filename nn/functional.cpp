@@ -117,15 +117,49 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return y;
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding) {
-  check_dims("conv2d", "input", x, 4);
-  check_dims("conv2d", "weight", w, 4);
-  ENGINE_CHECK(x.size(1) == w.size(1), "conv2d: input ", shape_str(x.shape()), " has ", x.size(1),
+namespace {
+
+// conv2d's checks of its inputs; its shape.
+kernels::Conv2dShape conv_shape(const char* op, const Tensor& x, const Tensor& w, int stride,
+                                int padding) {
+  check_dims(op, "input", x, 4);
+  check_dims(op, "weight", w, 4);
+  ENGINE_CHECK(x.size(1) == w.size(1), op, ": input ", shape_str(x.shape()), " has ", x.size(1),
                " channels, weight ", shape_str(w.shape()), " expects ", w.size(1));
   kernels::Conv2dShape s{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
                          w.size(2), w.size(3), stride,    padding};
-  ENGINE_CHECK(s.oh() > 0 && s.ow() > 0, "conv2d: input ", shape_str(x.shape()),
+  ENGINE_CHECK(s.oh() > 0 && s.ow() > 0, op, ": input ", shape_str(x.shape()),
                " is smaller than the kernel ", shape_str(w.shape()));
+  return s;
+}
+
+// conv2d's gradients {dx, dw, db} from dy, the gradient of its output (those not needed undefined).
+std::vector<Tensor> conv2d_grads(const Tensor& x, const Tensor& w, const Tensor& b,
+                                 const Tensor& dy, const kernels::Conv2dShape& s, Device dev,
+                                 bool bf16) {
+  Tensor dx, dw, db;
+  if (needs(x)) {
+    dx = Tensor::empty(x.shape(), DType::F32, dev);
+    call(dev, pick(bf16, kc::conv2d_backward_data_bf16, kc::conv2d_backward_data),
+         pick(bf16, kg::conv2d_backward_data_bf16, kg::conv2d_backward_data), f(dy), f(w), f(dx),
+         s);
+  }
+  if (needs(b)) db = Tensor::empty(b.shape(), DType::F32, dev);
+  if (needs(w)) {  // the filter pass also sums the bias gradient (fused on the CPU: dy read once)
+    dw = Tensor::empty(w.shape(), DType::F32, dev);
+    call(dev, pick(bf16, kc::conv2d_backward_filter_bf16, kc::conv2d_backward_filter),
+         pick(bf16, kg::conv2d_backward_filter_bf16, kg::conv2d_backward_filter), f(x), f(dy),
+         f(dw), f(db), s, 0.0f);
+  } else if (needs(b)) {
+    call(dev, kc::conv2d_backward_bias, kg::conv2d_backward_bias, f(dy), f(db), s, 0.0f);
+  }
+  return std::vector<Tensor>{dx, dw, db};
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding) {
+  const kernels::Conv2dShape s = conv_shape("conv2d", x, w, stride, padding);
   const Device dev = same_device("conv2d", x, {{"weight", &w}, {"bias", &b}});
   Tensor y = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
   // Workspaces come from the device's allocator cache inside the kernels.
@@ -134,24 +168,38 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
        pick(bf16, kg::conv2d_forward_bf16, kg::conv2d_forward), f(x), f(w), f(b), f(y), s);
   record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev, bf16](const Tensor& dy) {
     check_grad("conv2d", dy, dev);
-    Tensor dx, dw, db;
-    if (needs(x)) {
-      dx = Tensor::empty(x.shape(), DType::F32, dev);
-      call(dev, pick(bf16, kc::conv2d_backward_data_bf16, kc::conv2d_backward_data),
-           pick(bf16, kg::conv2d_backward_data_bf16, kg::conv2d_backward_data), f(dy), f(w), f(dx),
-           s);
-    }
-    if (needs(b)) db = Tensor::empty(b.shape(), DType::F32, dev);
-    if (needs(w)) {  // the filter pass also sums the bias gradient (fused on the CPU: dy read once)
-      dw = Tensor::empty(w.shape(), DType::F32, dev);
-      call(dev, pick(bf16, kc::conv2d_backward_filter_bf16, kc::conv2d_backward_filter),
-           pick(bf16, kg::conv2d_backward_filter_bf16, kg::conv2d_backward_filter), f(x), f(dy),
-           f(dw), f(db), s, 0.0f);
-    } else if (needs(b)) {
-      call(dev, kc::conv2d_backward_bias, kg::conv2d_backward_bias, f(dy), f(db), s, 0.0f);
-    }
-    return std::vector<Tensor>{dx, dw, db};
+    return conv2d_grads(x, w, b, dy, s, dev, bf16);
   });
+  return y;
+}
+
+Tensor conv2d_pool(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding,
+                   int kernel, int pool_stride, bool relu) {
+  const char* op = "conv2d_pool";
+  const kernels::Conv2dShape s = conv_shape(op, x, w, stride, padding);
+  const Device dev = same_device(op, x, {{"weight", &w}, {"bias", &b}});
+  const kernels::Pool2dShape ps{s.n, s.c_out, s.oh(), s.ow(), kernel, pool_stride};
+  if (!dev.is_cpu() || runs_in_bf16(s) || !kc::conv2d_pool_supported(s)) {
+    Tensor h = conv2d(x, w, b, stride, padding);
+    return relu ? max_pool2d_relu(h, kernel, pool_stride) : max_pool2d(h, kernel, pool_stride);
+  }
+  ENGINE_CHECK(kernel > 0 && pool_stride > 0 && ps.h >= kernel && ps.w >= kernel, op,
+               ": convolution output (", s.c_out, ", ", s.oh(), ", ", s.ow(),
+               ") is smaller than the window ", kernel, " (stride ", pool_stride, ")");
+  trace::Scope ts(op, "forward");
+  Tensor y = Tensor::empty({s.n, s.c_out, ps.oh(), ps.ow()}, DType::F32, dev);
+  Tensor arg = Tensor::empty(y.shape(), DType::I32, dev);
+  kc::conv2d_pool_forward(f(x), f(w), f(b), f(y), arg.data<int32_t>(), s, ps, relu);
+  record(y, "Conv2dPoolBackward", {x, w, b},
+         [op, x, w, b, y = y.detach(), arg, s, ps, relu, dev](const Tensor& dy) {
+           check_grad(op, dy, dev);
+           Tensor dh = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
+           if (relu)
+             kc::max_pool2d_relu_backward(f(dy), f(y), arg.data<int32_t>(), f(dh), ps);
+           else
+             kc::max_pool2d_backward(f(dy), arg.data<int32_t>(), f(dh), ps);
+           return conv2d_grads(x, w, b, dh, s, dev, false);
+         });
   return y;
 }
 
@@ -341,7 +389,7 @@ Tensor batch_norm2d_pool(const Tensor& x, const Tensor& gamma, const Tensor& bet
   trace::Scope ts(op, "forward");
   const int64_t c = x.size(1);
   kernels::Pool2dShape ps{x.size(0), c, x.size(2), x.size(3), kernel, stride};
-  ENGINE_CHECK(kernel > 0 && stride > 0 && ps.oh() > 0 && ps.ow() > 0, op, ": input ",
+  ENGINE_CHECK(kernel > 0 && stride > 0 && ps.h >= kernel && ps.w >= kernel, op, ": input ",
                shape_str(x.shape()), " is smaller than the window ", kernel, " (stride ", stride,
                ")");
   const kernels::BatchNormShape s{ps.n, c, ps.h * ps.w};

@@ -13,6 +13,12 @@ namespace engine::nn {
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 // x (N, Cin, H, W), w (Cout, Cin, KH, KW), b (Cout) or undefined -> (N, Cout, OH, OW)
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding);
+// max_pool2d(conv2d(x, w, b, stride, padding), kernel, pool_stride) (relu: max_pool2d_relu of it)
+// as one op. On the CPU a one-channel input (a model's first layer) is pooled by the kernel that
+// computed it, block by block in cache: the convolution's output is never written. Elsewhere the
+// two ops. The same values and gradients as the two ops.
+Tensor conv2d_pool(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding,
+                   int kernel, int pool_stride, bool relu);
 // x (N, C, H, W) -> (N, C, (H-k)/s+1, (W-k)/s+1)
 Tensor max_pool2d(const Tensor& x, int kernel, int stride);
 // relu(max_pool2d(x, kernel, stride)) in one pass; equal to max_pool2d(relu(x)) (relu is

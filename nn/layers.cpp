@@ -38,7 +38,14 @@ Conv2d::Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, G
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
+  if (pool_kernel_)
+    return conv2d_pool(x, weight, bias, stride, padding, pool_kernel_, pool_stride_, pool_relu_);
   return conv2d(x, weight, bias, stride, padding);
+}
+void Conv2d::pool_output(int kernel, int stride, bool relu) {
+  pool_kernel_ = kernel;
+  pool_stride_ = stride;
+  pool_relu_ = relu;
 }
 int64_t Conv2d::flops(const Tensor& x) const {
   int64_t k = weight.size(2);

@@ -20,10 +20,18 @@ class Linear : public Module {
 class Conv2d : public Module {
  public:
   Conv2d(int64_t cin, int64_t cout, int kernel, int stride, int padding, Generator& gen);
-  Tensor forward(const Tensor& x) override;  // (N, Cin, H, W) -> (N, Cout, OH, OW)
+  // (N, Cin, H, W) -> (N, Cout, OH, OW); after pool_output, that max-pooled (conv2d_pool).
+  Tensor forward(const Tensor& x) override;
   int64_t flops(const Tensor& x) const override;
+  // Makes forward return max_pool2d (relu: relu of it) of the convolution, as one op: for a model
+  // whose next layer is that pool.
+  void pool_output(int kernel, int stride, bool relu);
   Tensor weight, bias;  // (Cout, Cin, K, K), (Cout)
   int stride, padding;
+
+ private:
+  int pool_kernel_ = 0, pool_stride_ = 0;  // 0: no pool
+  bool pool_relu_ = false;
 };
 
 class BatchNorm2d : public Module {

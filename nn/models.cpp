@@ -22,9 +22,10 @@ class SimpleCNN : public Model {
     dropout2 = register_module("dropout2", std::make_shared<Dropout>(pick(o, 0.5f), dg));
     fc1 = register_module("fc1", std::make_shared<Linear>(64 * 7 * 7, 128, g));
     fc2 = register_module("fc2", std::make_shared<Linear>(128, 10, g));
+    conv1->pool_output(2, 2, true);  // conv1 pools its own output (conv2d_pool)
   }
   Tensor forward(const Tensor& x) override {        // x (N, 1, 28, 28)
-    Tensor h = max_pool2d_relu((*conv1)(x), 2, 2);  // relu(pool): (N, 32, 14, 14)
+    Tensor h = (*conv1)(x);                         // relu(pool(conv1)): (N, 32, 14, 14)
     h = max_pool2d_relu((*conv2)(h), 2, 2);         // (N, 64, 7, 7)
     h = (*dropout1)(reshape(h, {-1, 64 * 7 * 7}));  // (N, 3136)
     h = (*dropout2)(relu((*fc1)(h)));               // (N, 128)
@@ -74,9 +75,10 @@ class Net : public Model {
     conv2_drop = register_module("conv2_drop", std::make_shared<Dropout2d>(pick(o, 0.5f), dg));
     fc1 = register_module("fc1", std::make_shared<Linear>(320, 50, g));
     fc2 = register_module("fc2", std::make_shared<Linear>(50, 10, g));
+    conv1->pool_output(2, 2, true);  // conv1 pools its own output (conv2d_pool)
   }
   Tensor forward(const Tensor& x) override {                // x (N, 1, 28, 28)
-    Tensor h = max_pool2d_relu((*conv1)(x), 2, 2);          // relu(pool): (N, 10, 12, 12)
+    Tensor h = (*conv1)(x);                                 // relu(pool(conv1)): (N, 10, 12, 12)
     h = max_pool2d_relu((*conv2_drop)((*conv2)(h)), 2, 2);  // (N, 20, 4, 4)
     h = relu((*fc1)(reshape(h, {-1, 320})));                // (N, 50)
     h = dropout(h, p_, is_training(), dgen_);               // F.dropout(training=...)

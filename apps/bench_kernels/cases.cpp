@@ -201,6 +201,13 @@ void add_gemm_shaped_bf16(Registrar& r) {
 
 void add_layers(Registrar& r) {
   const int dev = r.device;
+  for (auto& c : conv_sites())
+    for (int64_t n : kBatches) {
+      kernels::Conv2dShape s{n, c.c_in, c.h, c.w, c.c_out, c.k, c.k, 1, c.pad};
+      if (r.cuda() || !kernels::cpu::conv2d_pool_supported(s)) continue;  // first layers, CPU
+      r.add("conv2d_pool/" + site(c.model, c.layer) + "/fwd" + bsuffix(n), Ceiling::Compute,
+            [=] { return std::make_unique<Conv2dPoolOp>(s); });
+    }
   for (int64_t n : kBatches) {
     for (auto& a : pool_sites())
       for (bool bwd : {false, true}) {

@@ -11,6 +11,7 @@
 #include "kernels/cpu/bf16_ops.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/pool.h"
 
 namespace engine::bench {
 
@@ -213,6 +214,41 @@ class Conv2dOp : public Op {
   kernels::cpu::ConvAlgo algo_;
   Precision prec_;
   Buffer<float> x_, w_, b_, dy_, y_, dx_, dw_, db_, ws_;
+};
+
+// A first layer's convolution and the relu + 2x2 max pool after it as one op
+// (kernels::cpu::conv2d_pool_forward): checked against the reference convolution, max pool and
+// relu run one after another. Timed with the convolution's FLOPs.
+class Conv2dPoolOp : public Op {
+ public:
+  explicit Conv2dPoolOp(const kernels::Conv2dShape& s)
+      : s_(s),
+        ps_{s.n, s.c_out, s.oh(), s.ow(), 2, 2},
+        x_(uniform(s.x_count(), 61)),
+        w_(uniform(s.w_count(), 62, -0.3f, 0.3f)),
+        b_(uniform(s.c_out, 63)),
+        y_(out()),
+        arg_(out()) {}
+  void run() override { kernels::cpu::conv2d_pool_forward(x_, w_, b_, y_, arg_, s_, ps_, true); }
+  CheckResult check() override {
+    run();
+    Buffer<float> conv(s_.y_count()), pooled(out()), y(out());
+    Buffer<int32_t> arg(out());
+    kernels::ref::conv2d_forward(x_, w_, b_, conv, s_);
+    kernels::ref::max_pool2d_forward(conv, pooled, arg, ps_);
+    kernels::ref::relu_forward(pooled, y, out());
+    // y only: a near tie in a window may pick the other argmax within rounding.
+    return compare("y", y_, y, out(), sum_tol(s_.k()));
+  }
+  double flops() const override { return 2.0 * s_.y_count() * s_.k(); }
+  double bytes() const override { return 4.0 * (s_.x_count() + 2 * out()); }
+
+ private:
+  int64_t out() const { return ps_.planes() * ps_.oh() * ps_.ow(); }
+  kernels::Conv2dShape s_;
+  kernels::Pool2dShape ps_;
+  Buffer<float> x_, w_, b_, y_;
+  Buffer<int32_t> arg_;
 };
 
 }  // namespace engine::bench

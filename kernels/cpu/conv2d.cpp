@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/conv2d_direct.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/reduce.h"
 
 namespace engine::kernels::cpu {
@@ -143,6 +144,26 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y, co
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.c_out, p, k, 1.f, w, k, ws, p,
                 b ? 1.f : 0.f, yn, p);
   }
+}
+
+bool conv2d_pool_supported(const Conv2dShape& s) {
+  return has_avx512f() && detail::direct_pool_supported(s);
+}
+
+void conv2d_pool_forward(const float* x, const float* w, const float* b, float* y, int32_t* arg,
+                         const Conv2dShape& s, const Pool2dShape& ps, bool relu) {
+  check_shape(s, "conv2d_pool_forward");
+  ENGINE_CHECK(conv2d_pool_supported(s), "conv2d_pool_forward: needs one input channel, stride 1, ",
+               "pad <= k-1 and AVX-512");
+  ENGINE_CHECK(ps.n == s.n && ps.c == s.c_out && ps.h == s.oh() && ps.w == s.ow(),
+               "conv2d_pool_forward: pool shape (", ps.n, ", ", ps.c, ", ", ps.h, ", ", ps.w,
+               ") is not the convolution's output (", s.n, ", ", s.c_out, ", ", s.oh(), ", ",
+               s.ow(), ")");
+  ENGINE_CHECK(ps.k > 0 && ps.stride > 0 && ps.h >= ps.k && ps.w >= ps.k,
+               "conv2d_pool_forward: window ", ps.k, " (stride ", ps.stride,
+               ") does not fit the convolution's output (", ps.h, ", ", ps.w, ")");
+  if (s.n == 0) return;
+  detail::direct_forward_pool(x, w, b, y, arg, s, ps, relu);
 }
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/conv2d.h"
+#include "kernels/pool.h"
 
 namespace engine::kernels::cpu {
 
@@ -27,6 +28,16 @@ int64_t conv2d_workspace_count(const Conv2dShape& s, ConvAlgo algo = ConvAlgo::A
 // y (N, Cout, OH, OW) = conv(x (N, Cin, H, W), w (Cout, Cin, KH, KW)) + b (Cout); b may be null.
 void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
                     float* ws, int64_t ws_count, ConvAlgo algo = ConvAlgo::Auto);
+
+// Whether conv2d_pool_forward runs these shapes: a one-channel input (a model's first layer),
+// stride 1, pad <= k-1, on a CPU with AVX-512.
+bool conv2d_pool_supported(const Conv2dShape& s);
+// y, arg (N, Cout, PH, PW) = max_pool2d_forward (relu: max_pool2d_relu_forward) of conv2d_forward
+// (x, w, b) with ps the pool's shape over the convolution's output: each block of output planes
+// is pooled while in cache, the convolution's output never written (the same floats as the two
+// kernels). Needs conv2d_pool_supported(s).
+void conv2d_pool_forward(const float* x, const float* w, const float* b, float* y, int32_t* arg,
+                         const Conv2dShape& s, const Pool2dShape& ps, bool relu);
 
 // dx (N, Cin, H, W) = conv2d input gradient of dy (N, Cout, OH, OW). Overwrites dx.
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,

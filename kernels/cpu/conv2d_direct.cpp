@@ -257,6 +257,15 @@ int64_t direct_backward_filter_ws(const Conv2dShape& s, ConvAlgo k, int nthreads
   return f.n_chunks * f.part + nthreads * f.per_thread;
 }
 
+bool direct_pool_supported(const Conv2dShape& s) {
+  return one_channel_supported(s);
+}
+
+void direct_forward_pool(const float* x, const float* w, const float* b, float* y, int32_t* arg,
+                         const Conv2dShape& s, const Pool2dShape& ps, bool relu) {
+  one_channel_forward_pool(x, w, b, y, arg, s, ps, relu);
+}
+
 void direct_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,
                     ConvAlgo k, float* ws) {
   if (k == ConvAlgo::Auto && one_channel_supported(s)) {  // a first layer: 9 or 25 taps
@@ -332,6 +341,14 @@ void direct_backward_filter(const float* x, const float* dy, float* dw, float* d
 }
 
 #else  // no AVX-512: conv2d.cpp takes the im2col + GEMM path.
+
+bool direct_pool_supported(const Conv2dShape&) {
+  return false;
+}
+void direct_forward_pool(const float*, const float*, const float*, float*, int32_t*,
+                         const Conv2dShape&, const Pool2dShape&, bool) {
+  ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
+}
 
 bool direct_supported(const Conv2dShape&) {
   return false;

@@ -5,6 +5,7 @@
 
 #include "kernels/conv2d.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/pool.h"
 
 namespace engine::kernels::cpu::detail {
 
@@ -19,6 +20,11 @@ bool direct_cv_filter_supported(const Conv2dShape& s);
 int64_t direct_forward_ws(const Conv2dShape& s, ConvAlgo k, int nthreads);
 int64_t direct_backward_data_ws(const Conv2dShape& s, ConvAlgo k, int nthreads);
 int64_t direct_backward_filter_ws(const Conv2dShape& s, ConvAlgo k, int nthreads);
+
+// conv2d_pool_forward's shapes: a one-channel input (conv2d_one.cpp), and its kernel.
+bool direct_pool_supported(const Conv2dShape& s);
+void direct_forward_pool(const float* x, const float* w, const float* b, float* y, int32_t* arg,
+                         const Conv2dShape& s, const Pool2dShape& ps, bool relu);
 
 // Same contracts as conv2d_forward / conv2d_backward_data / conv2d_backward_filter.
 void direct_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s,

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/conv2d.h"
+#include "kernels/pool.h"
 
 namespace engine::kernels::cpu::detail {
 
@@ -163,6 +164,11 @@ bool one_channel_supported(const Conv2dShape& s);
 // workspace, samples and channel blocks split over the pool.
 void one_channel_forward(const float* x, const float* w, const float* b, float* y,
                          const Conv2dShape& s);
+
+// y, arg (N, Cout, PH, PW) = max_pool2d (relu: relu of it) of one_channel_forward's output, pooled
+// by the task that computed it while it is in cache: the convolution's output is never written.
+void one_channel_forward_pool(const float* x, const float* w, const float* b, float* y,
+                              int32_t* arg, const Conv2dShape& s, const Pool2dShape& ps, bool relu);
 
 }  // namespace engine::kernels::cpu::detail
 

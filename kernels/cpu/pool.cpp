@@ -111,12 +111,25 @@ void affine_plane(const float* __restrict x, float* __restrict out, int64_t coun
   for (int64_t i = 0; i < count; ++i) out[i] = bn_apply(x[i], a);
 }
 
+// One plane xp (H, W) pooled into yp, ap (OH, OW).
+template <bool Relu>
+void pool_plane(const float* xp, float* yp, int32_t* ap, const Pool2dShape& s) {
+  const int64_t oh = s.oh(), ow = s.ow();
+  if (s.k == 2 && s.stride == 2) {
+    pool_plane_2x2<Relu>(xp, yp, ap, s.w, oh, ow);
+    return;
+  }
+  for (int64_t i = 0; i < oh; ++i)
+    for (int64_t j = 0; j < ow; ++j)
+      yp[i * ow + j] = window<Relu>(xp, s.w, i * s.stride, j * s.stride, s.k, &ap[i * ow + j]);
+}
+
 // With alpha set, each plane of channel c is first mapped to x * alpha[c] + shift[c] in a scratch
 // plane (kept in L1), which is then pooled: batch norm's affine folded into the pool.
 template <bool Relu>
 void pool_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s,
                   const float* alpha = nullptr, const float* shift = nullptr) {
-  const int64_t oh = s.oh(), ow = s.ow(), in_plane = s.h * s.w, out_plane = oh * ow;
+  const int64_t in_plane = s.h * s.w, out_plane = s.oh() * s.ow();
   parallel_for(s.planes(), grain(s), [&](int64_t p0, int64_t p1) {
     Scratch<float> mapped(alpha ? in_plane : 0);
     for (int64_t p = p0; p < p1; ++p) {
@@ -125,15 +138,7 @@ void pool_forward(const float* x, float* y, int32_t* arg, const Pool2dShape& s,
         affine_plane(xp, mapped.get(), in_plane, {alpha[p % s.c], shift[p % s.c]});
         xp = mapped.get();
       }
-      float* yp = y + p * out_plane;
-      int32_t* ap = arg + p * out_plane;
-      if (s.k == 2 && s.stride == 2) {
-        pool_plane_2x2<Relu>(xp, yp, ap, s.w, oh, ow);
-        continue;
-      }
-      for (int64_t i = 0; i < oh; ++i)
-        for (int64_t j = 0; j < ow; ++j)
-          yp[i * ow + j] = window<Relu>(xp, s.w, i * s.stride, j * s.stride, s.k, &ap[i * ow + j]);
+      pool_plane<Relu>(xp, y + p * out_plane, arg + p * out_plane, s);
     }
   });
 }
@@ -185,6 +190,17 @@ void max_pool2d_affine_forward(const float* x, const float* alpha, const float* 
     pool_forward<true>(x, y, arg, s, alpha, shift);
   else
     pool_forward<false>(x, y, arg, s, alpha, shift);
+}
+
+void max_pool2d_planes(const float* x, float* y, int32_t* arg, int64_t planes, const Pool2dShape& s,
+                       bool relu) {
+  const int64_t in_plane = s.h * s.w, out_plane = s.oh() * s.ow();
+  for (int64_t p = 0; p < planes; ++p) {
+    if (relu)
+      pool_plane<true>(x + p * in_plane, y + p * out_plane, arg + p * out_plane, s);
+    else
+      pool_plane<false>(x + p * in_plane, y + p * out_plane, arg + p * out_plane, s);
+  }
 }
 
 void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const Pool2dShape& s) {

@@ -18,6 +18,10 @@ void max_pool2d_relu_forward(const float* x, float* y, int32_t* arg, const Pool2
 // folded into the pooling pass, so the normalised tensor is never written.
 void max_pool2d_affine_forward(const float* x, const float* alpha, const float* shift, float* y,
                                int32_t* arg, const Pool2dShape& s, bool relu);
+// max_pool2d_forward (relu: max_pool2d_relu_forward) of `planes` consecutive (H, W) planes of x,
+// on the calling thread: for a kernel that pools what it has just computed (s's n and c unused).
+void max_pool2d_planes(const float* x, float* y, int32_t* arg, int64_t planes, const Pool2dShape& s,
+                       bool relu);
 // dx (N, C, H, W) = dy routed to the argmax of each window (summed where windows overlap).
 // Overwrites dx.
 void max_pool2d_backward(const float* dy, const int32_t* arg, float* dx, const Pool2dShape& s);

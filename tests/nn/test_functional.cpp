@@ -90,6 +90,39 @@ TEST(Functional, MaxPoolReluEqualsTheCompositionAndGrad) {
             1e-3);
 }
 
+// conv2d_pool against conv2d then the pool: the same floats, forward and every gradient, at
+// shapes that take the fused kernel (one input channel: column tiles of 16, 32 and 48, channel
+// blocks of 12 and a rest) and at one that does not (3 input channels).
+TEST(Functional, Conv2dPoolEqualsTheComposition) {
+  struct Case {
+    Shape x, w;
+    int pad, k;
+    bool relu;
+  };
+  const Case cases[] = {{{3, 1, 11, 9}, {5, 1, 3, 3}, 1, 2, true},
+                        {{2, 1, 28, 28}, {13, 1, 5, 5}, 0, 2, true},
+                        {{2, 1, 12, 40}, {32, 1, 3, 3}, 1, 3, false},
+                        {{2, 3, 8, 8}, {4, 3, 3, 3}, 1, 2, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
+    Tensor xa = leaf(c.x, 51), wa = leaf(c.w, 52, -0.3f, 0.3f), ba = leaf({c.w[0]}, 53);
+    Tensor xb = leaf(c.x, 51), wb = leaf(c.w, 52, -0.3f, 0.3f), bb = leaf({c.w[0]}, 53);
+    Tensor fused = nn::conv2d_pool(xa, wa, ba, 1, c.pad, c.k, 2, c.relu);
+    Tensor h = nn::conv2d(xb, wb, bb, 1, c.pad);
+    Tensor two = c.relu ? nn::max_pool2d_relu(h, c.k, 2) : nn::max_pool2d(h, c.k, 2);
+    EXPECT_EQ(fused.to_vector(), two.to_vector());
+    Tensor r = random_tensor(fused.shape(), 54);
+    fused.backward(r);
+    two.backward(r);
+    EXPECT_EQ(xa.grad().to_vector(), xb.grad().to_vector());
+    EXPECT_EQ(wa.grad().to_vector(), wb.grad().to_vector());
+    EXPECT_EQ(ba.grad().to_vector(), bb.grad().to_vector());
+  }
+  EXPECT_THROW(nn::conv2d_pool(Tensor::zeros({1, 1, 3, 3}), Tensor::zeros({2, 1, 3, 3}),
+                               Tensor::zeros({2}), 1, 0, 2, 2, true),
+               Error);
+}
+
 TEST(Functional, ReluForwardAndGrad) {
   Tensor x = Tensor::from_vector({-1, 0.5, 2, -3}, {4});
   EXPECT_EQ(nn::relu(x).to_vector(), (std::vector<float>{0, 0.5, 2, 0}));
