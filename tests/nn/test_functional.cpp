@@ -118,6 +118,21 @@ TEST(Functional, Conv2dPoolEqualsTheComposition) {
     EXPECT_EQ(wa.grad().to_vector(), wb.grad().to_vector());
     EXPECT_EQ(ba.grad().to_vector(), bb.grad().to_vector());
   }
+  // An input that needs no gradient (a first layer, as in the models).
+  for (const Case& c : cases) {
+    SCOPED_TRACE("x constant: " + shape_str(c.x) + " " + shape_str(c.w));
+    Tensor x = random_tensor(c.x, 55);
+    Tensor wa = leaf(c.w, 56, -0.3f, 0.3f), ba = leaf({c.w[0]}, 57);
+    Tensor wb = leaf(c.w, 56, -0.3f, 0.3f), bb = leaf({c.w[0]}, 57);
+    Tensor fused = nn::conv2d_pool(x, wa, ba, 1, c.pad, c.k, 2, c.relu);
+    Tensor h = nn::conv2d(x, wb, bb, 1, c.pad);
+    Tensor two = c.relu ? nn::max_pool2d_relu(h, c.k, 2) : nn::max_pool2d(h, c.k, 2);
+    Tensor r = random_tensor(fused.shape(), 58);
+    fused.backward(r);
+    two.backward(r);
+    EXPECT_LE(engine::testing::rel_error(wa.grad(), wb.grad()), 1e-5);
+    EXPECT_LE(engine::testing::rel_error(ba.grad(), bb.grad()), 1e-5);
+  }
   EXPECT_THROW(nn::conv2d_pool(Tensor::zeros({1, 1, 3, 3}), Tensor::zeros({2, 1, 3, 3}),
                                Tensor::zeros({2}), 1, 0, 2, 2, true),
                Error);
