@@ -4,7 +4,6 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
