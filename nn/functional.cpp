@@ -31,10 +31,11 @@ namespace kc = kernels::cpu;
 namespace kg = kernels::cuda;  // stubs that throw in a build without CUDA
 using kernels::call;
 
-// The bf16 kernel or the fp32 one (overloaded fp32 kernels resolve to the bf16 one's type).
+// One of two kernels of the same signature: the bf16 one or the fp32 one, the relu-fused one or
+// the plain one (overloaded kernels resolve to the first one's type).
 template <class F>
-F* pick(bool bf16, F* bf16_fn, F* fp32_fn) {
-  return bf16 ? bf16_fn : fp32_fn;
+F* pick(bool first, F* first_fn, F* second_fn) {
+  return first ? first_fn : second_fn;
 }
 
 // Where --precision bf16 multiplies in bf16: the layers whose products it speeds up. A linear
@@ -173,19 +174,62 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
   return y;
 }
 
+namespace {
+
+// The pool's window fits the tensor it pools (`what`: that tensor, for the error).
+void check_window(const char* op, const kernels::Pool2dShape& s, const std::string& what) {
+  ENGINE_CHECK(s.k > 0 && s.stride > 0 && s.h >= s.k && s.w >= s.k, op, ": ", what,
+               " is smaller than the window ", s.k, " (stride ", s.stride, ")");
+}
+
+// The gradient of the pool's input from dy, the gradient of its output y (relu: max_pool2d_relu,
+// whose backward reads y), arg its windows' argmaxes.
+Tensor pool_grad(const Tensor& dy, const Tensor& y, const Tensor& arg,
+                 const kernels::Pool2dShape& s, bool relu, Device dev) {
+  Tensor dx = Tensor::empty({s.n, s.c, s.h, s.w}, DType::F32, dev);
+  if (relu)
+    call(dev, kc::max_pool2d_relu_backward, kg::max_pool2d_relu_backward, f(dy), f(y),
+         arg.data<int32_t>(), f(dx), s);
+  else
+    call(dev, kc::max_pool2d_backward, kg::max_pool2d_backward, f(dy), arg.data<int32_t>(), f(dx),
+         s);
+  return dx;
+}
+
+// max_pool2d, or with relu fused (whose backward also reads y, for relu's gradient).
+Tensor pool(const char* op, const Tensor& x, int kernel, int stride, bool relu) {
+  trace::Scope ts(op, "forward");
+  check_dims(op, "input", x, 4);
+  kernels::Pool2dShape s{x.size(0), x.size(1), x.size(2), x.size(3), kernel, stride};
+  check_window(op, s, "input " + shape_str(x.shape()));
+  Shape out{s.n, s.c, s.oh(), s.ow()};
+  const Device dev = x.device();
+  Tensor y = Tensor::empty(out, DType::F32, dev);
+  // The argmax of each window within its (H, W) plane: int32, as the SIMD kernel's float lanes.
+  Tensor arg = Tensor::empty(out, DType::I32, dev);
+  call(dev, pick(relu, kc::max_pool2d_relu_forward, kc::max_pool2d_forward),
+       pick(relu, kg::max_pool2d_relu_forward, kg::max_pool2d_forward), f(x), f(y),
+       arg.data<int32_t>(), s);
+  record(y, relu ? "MaxPool2dReluBackward" : "MaxPool2dBackward", {x},
+         [op, y = relu ? y.detach() : Tensor(), arg, s, relu, dev](const Tensor& dy) {
+           check_grad(op, dy, dev);
+           return std::vector<Tensor>{pool_grad(dy, y, arg, s, relu, dev)};
+         });
+  return y;
+}
+
+}  // namespace
+
 Tensor conv2d_pool(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding,
                    int kernel, int pool_stride, bool relu) {
   const char* op = "conv2d_pool";
   const kernels::Conv2dShape s = conv_shape(op, x, w, stride, padding);
   const Device dev = same_device(op, x, {{"weight", &w}, {"bias", &b}});
   const kernels::Pool2dShape ps{s.n, s.c_out, s.oh(), s.ow(), kernel, pool_stride};
-  if (!dev.is_cpu() || runs_in_bf16(s) || !kc::conv2d_pool_supported(s)) {
-    Tensor h = conv2d(x, w, b, stride, padding);
-    return relu ? max_pool2d_relu(h, kernel, pool_stride) : max_pool2d(h, kernel, pool_stride);
-  }
-  ENGINE_CHECK(kernel > 0 && pool_stride > 0 && ps.h >= kernel && ps.w >= kernel, op,
-               ": convolution output (", s.c_out, ", ", s.oh(), ", ", s.ow(),
-               ") is smaller than the window ", kernel, " (stride ", pool_stride, ")");
+  if (!dev.is_cpu() || runs_in_bf16(s) || !kc::conv2d_pool_supported(s))
+    return pool(relu ? "max_pool2d_relu" : "max_pool2d", conv2d(x, w, b, stride, padding), kernel,
+                pool_stride, relu);
+  check_window(op, ps, "convolution output " + shape_str({s.n, s.c_out, s.oh(), s.ow()}));
   trace::Scope ts(op, "forward");
   Tensor y = Tensor::empty({s.n, s.c_out, ps.oh(), ps.ow()}, DType::F32, dev);
   Tensor arg = Tensor::empty(y.shape(), DType::I32, dev);
@@ -193,56 +237,10 @@ Tensor conv2d_pool(const Tensor& x, const Tensor& w, const Tensor& b, int stride
   record(y, "Conv2dPoolBackward", {x, w, b},
          [op, x, w, b, y = y.detach(), arg, s, ps, relu, dev](const Tensor& dy) {
            check_grad(op, dy, dev);
-           Tensor dh = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
-           if (relu)
-             kc::max_pool2d_relu_backward(f(dy), f(y), arg.data<int32_t>(), f(dh), ps);
-           else
-             kc::max_pool2d_backward(f(dy), arg.data<int32_t>(), f(dh), ps);
-           return conv2d_grads(x, w, b, dh, s, dev, false);
+           return conv2d_grads(x, w, b, pool_grad(dy, y, arg, ps, relu, dev), s, dev, false);
          });
   return y;
 }
-
-namespace {
-
-// max_pool2d, or with relu fused (whose backward also reads y, for relu's gradient).
-Tensor pool(const char* op, const Tensor& x, int kernel, int stride, bool with_relu) {
-  trace::Scope ts(op, "forward");
-  check_dims(op, "input", x, 4);
-  kernels::Pool2dShape s{x.size(0), x.size(1), x.size(2), x.size(3), kernel, stride};
-  ENGINE_CHECK(kernel > 0 && stride > 0 && s.oh() > 0 && s.ow() > 0, op, ": input ",
-               shape_str(x.shape()), " is smaller than the window ", kernel, " (stride ", stride,
-               ")");
-  Shape out{s.n, s.c, s.oh(), s.ow()};
-  const Device dev = x.device();
-  Tensor y = Tensor::empty(out, DType::F32, dev);
-  // The argmax of each window within its (H, W) plane: int32, as the SIMD kernel's float lanes.
-  Tensor arg = Tensor::empty(out, DType::I32, dev);
-  int32_t* a = arg.data<int32_t>();
-  if (with_relu) {
-    call(dev, kc::max_pool2d_relu_forward, kg::max_pool2d_relu_forward, f(x), f(y), a, s);
-    record(y, "MaxPool2dReluBackward", {x},
-           [op, y = y.detach(), arg, s, dev, xs = x.shape()](const Tensor& dy) {
-             check_grad(op, dy, dev);
-             Tensor dx = Tensor::empty(xs, DType::F32, dev);
-             call(dev, kc::max_pool2d_relu_backward, kg::max_pool2d_relu_backward, f(dy), f(y),
-                  arg.data<int32_t>(), f(dx), s);
-             return std::vector<Tensor>{dx};
-           });
-    return y;
-  }
-  call(dev, kc::max_pool2d_forward, kg::max_pool2d_forward, f(x), f(y), a, s);
-  record(y, "MaxPool2dBackward", {x}, [op, arg, s, dev, xs = x.shape()](const Tensor& dy) {
-    check_grad(op, dy, dev);
-    Tensor dx = Tensor::empty(xs, DType::F32, dev);
-    call(dev, kc::max_pool2d_backward, kg::max_pool2d_backward, f(dy), arg.data<int32_t>(), f(dx),
-         s);
-    return std::vector<Tensor>{dx};
-  });
-  return y;
-}
-
-}  // namespace
 
 Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
   return pool("max_pool2d", x, kernel, stride, false);
@@ -312,6 +310,18 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator& gen) {
 
 namespace {
 
+// Training-mode batch norm's gradients {dx, dgamma, dbeta} from dy, with its saved statistics.
+std::vector<Tensor> batch_norm_grads(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                     const Tensor& mean, const Tensor& invstd,
+                                     const kernels::BatchNormShape& s, Device dev) {
+  Tensor dx = Tensor::empty(x.shape(), DType::F32, dev);
+  Tensor dg = Tensor::empty(gamma.shape(), DType::F32, dev),
+         db = Tensor::empty(gamma.shape(), DType::F32, dev);
+  call(dev, kc::batch_norm_backward, kg::batch_norm_backward, f(dy), f(x), f(gamma), f(mean),
+       f(invstd), f(dx), f(dg), f(db), s);
+  return std::vector<Tensor>{dx, dg, db};
+}
+
 // batch_norm2d's checks of its inputs (op names it in errors); the device they are on.
 Device check_batch_norm(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         const Tensor& running_mean, const Tensor& running_var, bool training) {
@@ -351,12 +361,7 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   record(y, "BatchNorm2dBackward", {x, gamma, beta},
          [x = x.detach(), gamma = gamma.detach(), mean, invstd, s, dev](const Tensor& dy) {
            check_grad("batch_norm2d", dy, dev);
-           Tensor dx = Tensor::empty(x.shape(), DType::F32, dev);
-           Tensor dg = Tensor::empty(gamma.shape(), DType::F32, dev),
-                  db = Tensor::empty(gamma.shape(), DType::F32, dev);
-           call(dev, kc::batch_norm_backward, kg::batch_norm_backward, f(dy), f(x), f(gamma),
-                f(mean), f(invstd), f(dx), f(dg), f(db), s);
-           return std::vector<Tensor>{dx, dg, db};
+           return batch_norm_grads(dy, x, gamma, mean, invstd, s, dev);
          });
   return y;
 }
@@ -382,16 +387,14 @@ Tensor batch_norm2d_pool(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          int kernel, int stride, bool relu, float momentum, float eps) {
   const char* op = "batch_norm2d_pool";
   const Device dev = check_batch_norm(op, x, gamma, beta, running_mean, running_var, training);
-  if (!dev.is_cpu()) {  // CUDA: the two passes as they are
-    Tensor h = batch_norm2d(x, gamma, beta, running_mean, running_var, training, momentum, eps);
-    return relu ? max_pool2d_relu(h, kernel, stride) : max_pool2d(h, kernel, stride);
-  }
+  if (!dev.is_cpu())  // CUDA: the two passes as they are
+    return pool(relu ? "max_pool2d_relu" : "max_pool2d",
+                batch_norm2d(x, gamma, beta, running_mean, running_var, training, momentum, eps),
+                kernel, stride, relu);
   trace::Scope ts(op, "forward");
   const int64_t c = x.size(1);
   kernels::Pool2dShape ps{x.size(0), c, x.size(2), x.size(3), kernel, stride};
-  ENGINE_CHECK(kernel > 0 && stride > 0 && ps.h >= kernel && ps.w >= kernel, op, ": input ",
-               shape_str(x.shape()), " is smaller than the window ", kernel, " (stride ", stride,
-               ")");
+  check_window(op, ps, "input " + shape_str(x.shape()));
   const kernels::BatchNormShape s{ps.n, c, ps.h * ps.w};
   Tensor mean = Tensor::empty({c}, DType::F32, dev), invstd = Tensor::empty({c}, DType::F32, dev);
   if (training) {
@@ -417,17 +420,8 @@ Tensor batch_norm2d_pool(const Tensor& x, const Tensor& gamma, const Tensor& bet
          [op, x = x.detach(), gamma = gamma.detach(), y = y.detach(), arg, mean, invstd, ps, s,
           relu, dev](const Tensor& dy) {
            check_grad(op, dy, dev);
-           Tensor dh = Tensor::empty(x.shape(), DType::F32, dev);  // gradient of the normalised x
-           if (relu)
-             kc::max_pool2d_relu_backward(f(dy), f(y), arg.data<int32_t>(), f(dh), ps);
-           else
-             kc::max_pool2d_backward(f(dy), arg.data<int32_t>(), f(dh), ps);
-           Tensor dx = Tensor::empty(x.shape(), DType::F32, dev);
-           Tensor dg = Tensor::empty(gamma.shape(), DType::F32, dev),
-                  db = Tensor::empty(gamma.shape(), DType::F32, dev);
-           kc::batch_norm_backward(f(dh), f(x), f(gamma), f(mean), f(invstd), f(dx), f(dg), f(db),
-                                   s);
-           return std::vector<Tensor>{dx, dg, db};
+           Tensor dh = pool_grad(dy, y, arg, ps, relu, dev);  // gradient of the normalised x
+           return batch_norm_grads(dh, x, gamma, mean, invstd, s, dev);
          });
   return y;
 }
