@@ -28,34 +28,16 @@ int64_t round_up(int64_t a, int64_t b) {
   return (a + b - 1) / b * b;
 }
 
-// One padded plane (Hp, Wp) of dst: zeros around rows written by row(i, dst row start), i < h.
-template <class T, class Row>
-void pad_plane(const Flat& f, T* dst, const Row& row) {
-  const int64_t wp = f.wp();
-  std::memset(dst, 0, sizeof(T) * f.ph * wp);
-  for (int64_t i = 0; i < f.h; ++i) {
-    T* r = dst + (f.ph + i) * wp;
-    std::memset(r, 0, sizeof(T) * f.pw);
-    row(i, r + f.pw);
-    std::memset(r + f.pw + f.w, 0, sizeof(T) * (wp - f.pw - f.w));
-  }
-  std::memset(dst + (f.ph + f.h) * wp, 0, sizeof(T) * (f.hp() - f.ph - f.h) * wp);
-}
-
 // xw (n1 - n0, per_sample) words: samples [n0, n1) of x zero-padded to (c / 2, Hp, Wp) planes of
 // bf16 channel pairs (low: channel 2i, high: 2i + 1), zeros after each sample's planes.
 void pad_pairs(const float* x, const Flat& f, int64_t per_sample, int64_t n0, int64_t n1,
                uint32_t* xw) {
   const int64_t plane = f.hp() * f.wp(), cp = f.c / 2, hw = f.h * f.w;
-  Scratch<uint32_t> tmp(hw);  // a plane pair converted at once (not row by row: 2x faster)
   for (int64_t n = n0; n < n1; ++n) {
     uint32_t* dst = xw + (n - n0) * per_sample;
     for (int64_t c = 0; c < cp; ++c) {
       const float* lo = x + (n * f.c + 2 * c) * hw;
-      bf16_pairs(lo, lo + hw, hw, tmp.get());
-      pad_plane(f, dst + c * plane, [&](int64_t i, uint32_t* out) {
-        std::memcpy(out, tmp.get() + i * f.w, sizeof(uint32_t) * f.w);
-      });
+      bf16_pairs_plane(lo, lo + hw, f.h, f.w, f.ph, f.pw, f.hp(), f.wp(), dst + c * plane);
     }
     std::memset(dst + cp * plane, 0, sizeof(uint32_t) * (per_sample - cp * plane));
   }
@@ -66,15 +48,10 @@ void pad_pairs(const float* x, const Flat& f, int64_t per_sample, int64_t n0, in
 void pad_bf16(const float* x, const Flat& f, int64_t per_sample, int64_t n0, int64_t n1,
               uint16_t* xb) {
   const int64_t plane = f.hp() * f.wp(), hw = f.h * f.w;
-  Scratch<uint16_t> tmp(hw);
   for (int64_t n = n0; n < n1; ++n) {
     uint16_t* dst = xb + (n - n0) * per_sample;
-    for (int64_t c = 0; c < f.c; ++c) {
-      to_bf16(x + (n * f.c + c) * hw, hw, tmp.get());
-      pad_plane(f, dst + c * plane, [&](int64_t i, uint16_t* out) {
-        std::memcpy(out, tmp.get() + i * f.w, sizeof(uint16_t) * f.w);
-      });
-    }
+    for (int64_t c = 0; c < f.c; ++c)
+      bf16_plane(x + (n * f.c + c) * hw, f.h, f.w, f.ph, f.pw, f.hp(), f.wp(), dst + c * plane);
     std::memset(dst + f.c * plane, 0, sizeof(uint16_t) * (per_sample - f.c * plane));
   }
 }

@@ -475,26 +475,97 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
   });
 }
 
-ENGINE_BF16_TARGET void bf16_pairs_avx512(const float* lo, const float* hi, int64_t count,
-                                          uint32_t* dst) {
+// The chunks of 16 columns of a padded row (Wp wide, the plane's w columns from column pl on):
+// chunk c0's output lane l takes source column c0 + l - pl. Each chunk loads from column
+// max(c0 - pl, 0) and moves lanes up by `shift` (pl for the first chunk when pl > 0, else 0);
+// `load` masks the source lanes read, `keep` the output lanes that hold data, `store` those
+// inside the row.
+struct RowChunk {
+  int64_t src;
+  int shift;
+  __mmask16 load, keep, store;
+};
+
+int row_chunks(int64_t w, int64_t pl, int64_t wp, RowChunk* out) {
+  int count = 0;
+  for (int64_t c0 = 0; c0 < wp; c0 += 16) {
+    RowChunk& ch = out[count++];
+    const int64_t s0 = c0 - pl;
+    ch.src = std::max<int64_t>(s0, 0);
+    ch.shift = static_cast<int>(ch.src - s0);
+    const int64_t loaded = std::clamp<int64_t>(w - ch.src, 0, 16 - ch.shift);
+    ch.load = static_cast<__mmask16>((1u << loaded) - 1);
+    ch.keep = static_cast<__mmask16>(ch.load << ch.shift);
+    ch.store = static_cast<__mmask16>((1u << std::min<int64_t>(16, wp - c0)) - 1);
+  }
+  return count;
+}
+
+// Each bit of a 16-bit lane mask twice: the mask of the lanes' 32 words.
+uint32_t word_pairs(__mmask16 m) {
+  uint32_t out = 0;
+  for (int l = 0; l < 16; ++l)
+    if (m >> l & 1) out |= 3u << (2 * l);
+  return out;
+}
+
+ENGINE_BF16_TARGET void bf16_pairs_plane_avx512(const float* lo, const float* hi, int64_t h,
+                                                int64_t w, int64_t pt, int64_t pl, int64_t hp,
+                                                int64_t wp, uint32_t* dst) {
+  // Word 2l of a chunk: lo's lane l - shift (word l - shift of vcvtne2ps2bf16's result), word
+  // 2l + 1: hi's (word 16 + l - shift).
   alignas(64) static constexpr uint16_t kInterleave[32] = {
       0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i idx = _mm512_load_si512(kInterleave);
-  for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 m = static_cast<__mmask16>((1u << std::min<int64_t>(16, count - i)) - 1);
-    const __m512 v0 = _mm512_maskz_loadu_ps(m, lo + i);
-    const __m512 v1 = hi ? _mm512_maskz_loadu_ps(m, hi + i) : _mm512_setzero_ps();
-    const __m512i bf = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-    _mm512_mask_storeu_epi32(dst + i, m, _mm512_permutexvar_epi16(idx, bf));
+  RowChunk chunks[8];
+  ENGINE_CHECK(wp <= 16 * 8, "bf16_pairs_plane: rows of ", wp, " columns");
+  const int n = row_chunks(w, pl, wp, chunks);
+  __m512i idx[8];
+  __mmask32 keep[8];
+  for (int c = 0; c < n; ++c) {
+    idx[c] = _mm512_sub_epi16(_mm512_load_si512(kInterleave), _mm512_set1_epi16(chunks[c].shift));
+    keep[c] = word_pairs(chunks[c].keep);
+  }
+  for (int64_t r = 0; r < hp; ++r, dst += wp) {
+    const int64_t i = r - pt;
+    const bool data = i >= 0 && i < h;
+    for (int c = 0; c < n; ++c) {
+      const RowChunk& ch = chunks[c];
+      __m512i out = _mm512_setzero_si512();
+      if (data) {
+        const __m512 v0 = _mm512_maskz_loadu_ps(ch.load, lo + i * w + ch.src);
+        const __m512 v1 = _mm512_maskz_loadu_ps(ch.load, hi + i * w + ch.src);
+        out = _mm512_maskz_permutexvar_epi16(keep[c], idx[c], (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+      }
+      _mm512_mask_storeu_epi32(dst + 16 * c, ch.store, out);
+    }
   }
 }
 
-ENGINE_BF16_TARGET void to_bf16_avx512(const float* src, int64_t count, uint16_t* dst) {
-  for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 m = static_cast<__mmask16>((1u << std::min<int64_t>(16, count - i)) - 1);
-    const __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
-    _mm256_mask_storeu_epi16(dst + i, m, v);
+ENGINE_BF16_TARGET void bf16_plane_avx512(const float* src, int64_t h, int64_t w, int64_t pt,
+                                          int64_t pl, int64_t hp, int64_t wp, uint16_t* dst) {
+  alignas(32) static constexpr uint16_t kLanes[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                      8, 9, 10, 11, 12, 13, 14, 15};
+  RowChunk chunks[8];
+  ENGINE_CHECK(wp <= 16 * 8, "bf16_plane: rows of ", wp, " columns");
+  const int n = row_chunks(w, pl, wp, chunks);
+  __m256i idx[8];
+  for (int c = 0; c < n; ++c)
+    idx[c] = _mm256_sub_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(kLanes)),
+                              _mm256_set1_epi16(static_cast<int16_t>(chunks[c].shift)));
+  for (int64_t r = 0; r < hp; ++r, dst += wp) {
+    const int64_t i = r - pt;
+    const bool data = i >= 0 && i < h;
+    for (int c = 0; c < n; ++c) {
+      const RowChunk& ch = chunks[c];
+      __m256i out = _mm256_setzero_si256();
+      if (data) {
+        const __m256i bf =
+            (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(ch.load, src + i * w + ch.src));
+        out = _mm256_maskz_permutexvar_epi16(ch.keep, idx[c], bf);
+      }
+      _mm256_mask_storeu_epi16(dst + 16 * c, ch.store, out);
+    }
   }
 }
 
@@ -505,12 +576,14 @@ bool narrow(int64_t n) {
 
 }  // namespace
 
-void bf16_pairs(const float* lo, const float* hi, int64_t count, uint32_t* dst) {
-  bf16_pairs_avx512(lo, hi, count, dst);
+void bf16_pairs_plane(const float* lo, const float* hi, int64_t h, int64_t w, int64_t pt,
+                      int64_t pl, int64_t hp, int64_t wp, uint32_t* dst) {
+  bf16_pairs_plane_avx512(lo, hi, h, w, pt, pl, hp, wp, dst);
 }
 
-void to_bf16(const float* src, int64_t count, uint16_t* dst) {
-  to_bf16_avx512(src, count, dst);
+void bf16_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp,
+                int64_t wp, uint16_t* dst) {
+  bf16_plane_avx512(src, h, w, pt, pl, hp, wp, dst);
 }
 
 int bf16_panel_mr(int64_t n) {

@@ -42,10 +42,14 @@ struct Bf16Output {
   float beta = 0.f;
 };
 
-// dst[i] = bf16(lo[i]) | bf16(hi[i]) << 16 for i < count (hi null: zeros), nearest even.
-void bf16_pairs(const float* lo, const float* hi, int64_t count, uint32_t* dst);
-// dst[i] = bf16(src[i]) for i < count, nearest even.
-void to_bf16(const float* src, int64_t count, uint16_t* dst);
+// dst (Hp, Wp) words = the planes lo, hi (H, W) as bf16 pairs (low: lo, high: hi; nearest even)
+// placed at row pt, column pl, zeros elsewhere (conv2d_simd.h's pad_plane, converted). Wp <= 128.
+void bf16_pairs_plane(const float* lo, const float* hi, int64_t h, int64_t w, int64_t pt,
+                      int64_t pl, int64_t hp, int64_t wp, uint32_t* dst);
+// dst (Hp, Wp) = the plane src (H, W) as bf16 (nearest even) at row pt, column pl, zeros
+// elsewhere. Wp <= 128.
+void bf16_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp,
+                int64_t wp, uint16_t* dst);
 
 // C (m, n) = A (m, k) B (k, n): a as (m, k) and b as (n, k) operands. serial: all on the calling
 // thread (inside a parallel_for task).
