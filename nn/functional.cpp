@@ -39,14 +39,16 @@ F* pick(bool first, F* first_fn, F* second_fn) {
 }
 
 // Where --precision bf16 multiplies in bf16: the layers whose products it speeds up. A linear
-// layer of fewer than 8192 weights (the 10-class heads, fc2) and a convolution of one input
-// channel (K = KH * KW, too short for bf16 pairs) stay fp32, more exact and not slower: bf16 ran
-// them at 0.63-1.02x (heads) and 0.15-0.91x (first convolutions) of fp32 (bench_kernels, Zen 5,
-// 2 threads, batch 128). The choice depends on the weights alone, so every batch of a layer runs
-// alike, on every device.
-constexpr int64_t kBf16MinLinearWeights = 8192;
+// layer of fewer than 16 outputs (the 10-class heads: the bf16 GEMM's tiles are 16 or 32
+// outputs wide) or of fewer than 8192 weights, and a convolution of one input channel (K = KH *
+// KW, too short for bf16 pairs) stay fp32, more exact and not slower: bf16 ran them at 0.57-1.02x
+// (heads; convnet.fc 211 against 121 us a step) and 0.15-0.91x (first convolutions) of fp32
+// (bench_kernels, Zen 5, 2 threads, batch 128). The choice depends on the weights alone, so
+// every batch of a layer runs alike, on every device.
+constexpr int64_t kBf16MinLinearWeights = 8192, kBf16MinLinearOutputs = 16;
 bool runs_in_bf16(const kernels::LinearShape& s) {
-  return matmul_precision() == Precision::BF16 && s.in * s.out >= kBf16MinLinearWeights;
+  return matmul_precision() == Precision::BF16 && s.out >= kBf16MinLinearOutputs &&
+         s.in * s.out >= kBf16MinLinearWeights;
 }
 bool runs_in_bf16(const kernels::Conv2dShape& s) {
   return matmul_precision() == Precision::BF16 && s.c_in > 1;

@@ -178,7 +178,7 @@ void Trainer::build() {
   if (rank_ == 0 && precision == nn::Precision::BF16 && !c_.eval_only)
     std::printf(
         "Precision bf16: conv2d and linear multiply bf16 operands with fp32 sums (one-channel "
-        "convolutions and linear layers under 8192 weights stay fp32); weights, "
+        "convolutions and linear layers under 16 outputs or 8192 weights stay fp32); weights, "
         "optimizer, BatchNorm, softmax and loss in fp32\n");
   model_->to(device_);
   if (!c_.init_from.empty()) nn::load_state_dict(c_.init_from, *model_);

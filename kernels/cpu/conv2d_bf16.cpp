@@ -217,12 +217,20 @@ void bias_from_plane_sums(const float* plane_sums, int64_t n, int64_t c_out, flo
 }
 
 // dw[i] = the sum of the groups' partial[g * count + i] in group order (+ beta dw[i]).
+// Blocks of 256 elements, the groups added row by row (vectorised across elements).
 void add_partials(const float* partial, int64_t groups, int64_t count, float beta, float* dw) {
-  parallel_for(count, 1024, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float sum = 0.f;
-      for (int64_t g = 0; g < groups; ++g) sum += partial[g * count + i];
-      dw[i] = beta == 0.f ? sum : beta * dw[i] + sum;
+  constexpr int64_t kBlock = 256;
+  parallel_for((count + kBlock - 1) / kBlock, 4, [&](int64_t b0, int64_t b1) {
+    float sum[kBlock];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i0 = b * kBlock, len = std::min(kBlock, count - i0);
+      std::fill(sum, sum + len, 0.f);
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* p = partial + g * count + i0;
+        for (int64_t j = 0; j < len; ++j) sum[j] += p[j];
+      }
+      for (int64_t j = 0; j < len; ++j)
+        dw[i0 + j] = beta == 0.f ? sum[j] : beta * dw[i0 + j] + sum[j];
     }
   });
 }

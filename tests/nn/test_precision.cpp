@@ -102,15 +102,20 @@ TEST_F(Bf16Ops, Conv2dIsTheBf16KernelsForwardAndBackward) {
   EXPECT_LT(err, 1e-2);
 }
 
-// A linear layer under 8192 weights and a convolution of one input channel: fp32 under BF16.
+// A linear layer under 8192 weights or 16 outputs and a convolution of one input channel: fp32
+// under BF16.
 TEST_F(Bf16Ops, LayersBf16DoesNotSpeedUpStayFp32) {
   Tensor x = random_tensor({6, 128}, 11), w = random_tensor({63, 128}, 12),  // 8064 weights
       b = random_tensor({63}, 13);
+  Tensor xh = random_tensor({6, 1568}, 19), wh = random_tensor({10, 1568}, 20),  // convnet.fc
+      bh = random_tensor({10}, 21);
+  const Tensor want_head = nn::linear(xh, wh, bh);
   Tensor img = random_tensor({2, 1, 12, 12}, 14), k = random_tensor({4, 1, 5, 5}, 15),
          kb = random_tensor({4}, 16);
   const Tensor want_fc = nn::linear(x, w, b), want_conv = nn::conv2d(img, k, kb, 1, 2);
   PrecisionScope p(Precision::BF16);
   EXPECT_EQ(nn::linear(x, w, b).to_vector(), want_fc.to_vector());
+  EXPECT_EQ(nn::linear(xh, wh, bh).to_vector(), want_head.to_vector());
   EXPECT_EQ(nn::conv2d(img, k, kb, 1, 2).to_vector(), want_conv.to_vector());
   Tensor w2 = random_tensor({65, 128}, 17), b2 = random_tensor({65}, 18);  // 8320: bf16
   const Tensor fp32 = [&] {
