@@ -267,8 +267,9 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
   const int64_t wp = f.wp(), ow = f.ow(), oh = f.oh(), k = f.k(), c_out = s.c_out;
   // The reduction runs over positions (n, i, j) in rows of rw: the outputs alone (rw = OW) when
   // OW is even, so that no pair (j, j + 1) straddles two rows, else flat rows (rw = Wp, zeros
-  // past OW). Each sample's run is padded with zeros to qs, a multiple of 32 (the packer's chunk).
-  const int64_t rw = ow % 2 == 0 ? ow : wp, qs = round_up(oh * rw, 32);
+  // past OW). Each sample's run is padded with zeros to qs: even, so that pairs never straddle
+  // samples, and at least 32, the packer's run (which it reads across two samples in two parts).
+  const int64_t rw = ow % 2 == 0 ? ow : wp, qs = std::max<int64_t>(round_up(oh * rw, 2), 32);
   const int64_t per_sample = round_up(f.c * f.hp() * wp + wp, 2);
   // Samples in groups of ~512 KiB of operands (fixed by the shape, not the thread count): each
   // thread converts whole groups and sums each into its own dw^T, added up in group order.
@@ -279,8 +280,8 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
   Scratch<float> plane_sums(db ? s.n * c_out : 1);
   filter_offsets(f, wp, koff.get());
   pair_offsets(group, qs, per_sample, oh * rw, rw, wp, pairs.get());
-  // dy's planes are already runs of qs (OW even, OH OW a multiple of 32): the GEMM packs them in
-  // place, no copy into dyf (which held 2x the conversion's memory traffic).
+  // dy's planes are already runs of qs (OW even, OH OW even): the GEMM packs them in place, no
+  // copy into dyf (which held 2x the conversion's memory traffic).
   const bool dy_in_place = rw == ow && oh * ow == qs;
   // Samples [n0, n1) into xb and dyf (n, c_out, qs): dy in rows of rw, zeros elsewhere; then
   // dw^T (k, co) of them at out[co * K + k] (+ beta out).

@@ -120,27 +120,55 @@ struct Transposed8x16 {
   }
 };
 
-// K contiguous (ks 1, no table), k0 a multiple of 32 and each run of 32 k in one block: 8 rows x
-// 32 k at a time are converted (16 pairs a row) and transposed into [pair][row].
+// Run kc of 32 k (kn of them valid) of the row at p (o's row offset applied), k contiguous within
+// each K block: lanes 0-15 in lo, 16-31 in hi, zeros past kn. A run that crosses into the next
+// block is read in two parts.
+struct KRun {
+  int64_t ko, ko2;  // where the run starts; where its part in the next block starts
+  int64_t split;    // k of the run in the first block
+  __mmask16 m0, m1, m2, m3;
+};
+
+KRun k_run(const Bf16Operand& o, int64_t kc, int64_t kn) {
+  KRun r;
+  r.ko = koff(o, kc);
+  r.split = kn;
+  if (o.k_block && kc / o.k_block != (kc + kn - 1) / o.k_block)
+    r.split = (kc / o.k_block + 1) * o.k_block - kc;
+  r.ko2 = r.split < kn ? koff(o, kc + r.split) : r.ko;
+  // First part: lanes [0, split); second: lanes [split, kn), read from ko2 - split on.
+  auto lanes = [](int64_t a, int64_t b) {  // lanes [a, b) of 16
+    a = std::clamp<int64_t>(a, 0, 16), b = std::clamp<int64_t>(b, 0, 16);
+    return static_cast<__mmask16>(b > a ? ((1u << b) - 1) & ~((1u << a) - 1) : 0);
+  };
+  r.m0 = lanes(0, r.split), r.m1 = lanes(0, r.split - 16);
+  r.m2 = lanes(r.split, kn), r.m3 = lanes(r.split - 16, kn - 16);
+  return r;
+}
+
+ENGINE_BF16_TARGET __m512i load_k_run(const float* p, const KRun& r) {
+  __m512 lo = _mm512_maskz_loadu_ps(r.m0, p + r.ko),
+         hi = _mm512_maskz_loadu_ps(r.m1, p + r.ko + 16);
+  if (r.m2 | r.m3) {  // lanes l >= split from the next block: p + ko2 + (l - split)
+    const float* q = p + r.ko2 - r.split;
+    lo = _mm512_mask_loadu_ps(lo, r.m2, q);
+    hi = _mm512_mask_loadu_ps(hi, r.m3, q + 16);
+  }
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // dword m: pair m of the run
+}
+
+// K contiguous within blocks (ks 1, no table), k0 a multiple of 32: 8 rows x 32 k at a time are
+// converted (16 pairs a row) and transposed into [pair][row].
 ENGINE_BF16_TARGET void pack_k_contiguous(const Bf16Operand& o, int64_t r0, int64_t rows,
                                           int64_t k0, int64_t k1, int width, uint32_t* dst) {
   for (int64_t kc = k0; kc < k1; kc += 32) {
     const int64_t kn = std::min<int64_t>(32, k1 - kc), pairs = (kn + 1) / 2;
-    const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(kn, 16)) - 1);
-    const __mmask16 m1 = static_cast<__mmask16>((1u << std::max<int64_t>(kn - 16, 0)) - 1);
-    const int64_t ko = koff(o, kc);
+    const KRun run = k_run(o, kc, kn);
     uint32_t* d = dst + (kc - k0) / 2 * width;
     for (int g = 0; g < width; g += 8) {
       __m512i r[8];
-      for (int i = 0; i < 8; ++i) {
-        if (g + i >= rows) {
-          r[i] = _mm512_setzero_si512();
-          continue;
-        }
-        const float* p = o.p + roff(o, r0 + g + i) + ko;
-        const __m512 lo = _mm512_maskz_loadu_ps(m0, p), hi = _mm512_maskz_loadu_ps(m1, p + 16);
-        r[i] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // dword m: pair m of the row
-      }
+      for (int i = 0; i < 8; ++i)
+        r[i] = g + i < rows ? load_k_run(o.p + roff(o, r0 + g + i), run) : _mm512_setzero_si512();
       Transposed8x16 tr(r);
       for (int64_t m = 0; m < pairs; ++m) tr.column(m, d + m * width + g);
     }
@@ -159,9 +187,9 @@ void pack(const Bf16Operand& o, int64_t r0, int64_t rows, int64_t k0, int64_t k1
     pack_rows_contiguous(o, r0, rows, k0, k1, width, dst);
     return;
   }
-  bool kc = o.ks == 1 && !o.k_off && k0 % 32 == 0;
-  for (int64_t k = k0; kc && k < k1; k += 32)
-    kc = one_block(k, std::min<int64_t>(32, k1 - k), o.k_block);
+  // A run crossing a block boundary is read in two parts: blocks of at least 32 k, so that a run
+  // crosses one boundary at most.
+  const bool kc = o.ks == 1 && !o.k_off && k0 % 32 == 0 && (o.k_block == 0 || o.k_block >= 32);
   if (kc)
     pack_k_contiguous(o, r0, rows, k0, k1, width, dst);
   else
