@@ -133,8 +133,7 @@ KRun k_run(const Bf16Operand& o, int64_t kc, int64_t kn) {
   KRun r;
   r.ko = koff(o, kc);
   r.split = kn;
-  if (o.k_block && kc / o.k_block != (kc + kn - 1) / o.k_block)
-    r.split = (kc / o.k_block + 1) * o.k_block - kc;
+  if (!one_block(kc, kn, o.k_block)) r.split = (kc / o.k_block + 1) * o.k_block - kc;
   r.ko2 = r.split < kn ? koff(o, kc + r.split) : r.ko;
   // First part: lanes [0, split); second: lanes [split, kn), read from ko2 - split on.
   auto lanes = [](int64_t a, int64_t b) {  // lanes [a, b) of 16
