@@ -144,8 +144,8 @@ std::string bsuffix(int64_t n) {
 }
 
 constexpr int64_t kBatches[] = {64, 128};
-constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardData,
-                                ConvPass::BackwardFilter};
+constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardInput,
+                                ConvPass::BackwardWeight};
 
 using MakeOp = std::function<std::unique_ptr<Op>()>;
 

@@ -42,8 +42,8 @@ void at_thread_counts(F body) {
   set_num_threads(before);
 }
 
-constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardData,
-                                ConvPass::BackwardFilter};
+constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardInput,
+                                ConvPass::BackwardWeight};
 
 TEST(BenchChecks, CompareFindsTheWorstElement) {
   const float want[] = {1.f, -4.f, 2.f, 0.f};

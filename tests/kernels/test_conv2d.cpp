@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/reference.h"
 #include "tests/common/test_util.h"
 
@@ -44,10 +44,10 @@ Grads run(const Conv2dShape& s, ConvAlgo algo, const std::vector<float>& x,
   const int64_t n = static_cast<int64_t>(ws.size());
   if (cpu::conv2d_algo_supported(s, algo, ConvPass::Forward))
     cpu::conv2d_forward(x.data(), w.data(), b, g.y.data(), s, ws.data(), n, algo);
-  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardData))
-    cpu::conv2d_backward_data(dy.data(), w.data(), g.dx.data(), s, ws.data(), n, algo);
-  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardFilter))
-    cpu::conv2d_backward_filter(x.data(), dy.data(), g.dw.data(), g.db.data(), s, 0.f, ws.data(), n,
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardInput))
+    cpu::conv2d_backward_input(dy.data(), w.data(), g.dx.data(), s, ws.data(), n, algo);
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardWeight))
+    cpu::conv2d_backward_weight(x.data(), dy.data(), g.dw.data(), g.db.data(), s, 0.f, ws.data(), n,
                                 algo);
   return g;
 }
@@ -72,13 +72,13 @@ TEST(Conv2d, BackwardBiasAndBeta) {
   const Conv2dShape s{3, 4, 6, 7, 6, 3, 3, 1, 1};
   auto x = filled(s.x_count(), 8), dy = filled(s.y_count(), 9);
   std::vector<float> dw_ref(s.w_count()), db_ref(s.c_out);
-  ref::conv2d_backward_filter(x.data(), dy.data(), dw_ref.data(), s);
+  ref::conv2d_backward_weight(x.data(), dy.data(), dw_ref.data(), s);
   ref::conv2d_backward_bias(dy.data(), db_ref.data(), s);
   for (ConvAlgo algo : kAlgos) {
-    if (!cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardFilter)) continue;
+    if (!cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardWeight)) continue;
     std::vector<float> ws(cpu::conv2d_workspace_count(s, algo));
     std::vector<float> dw(s.w_count(), 0.5f), db(s.c_out, -0.25f), db2(s.c_out, 2.f);
-    cpu::conv2d_backward_filter(x.data(), dy.data(), dw.data(), db.data(), s, 1.f, ws.data(),
+    cpu::conv2d_backward_weight(x.data(), dy.data(), dw.data(), db.data(), s, 1.f, ws.data(),
                                 static_cast<int64_t>(ws.size()), algo);
     cpu::conv2d_backward_bias(dy.data(), db2.data(), s, 0.f);
     for (int64_t i = 0; i < s.w_count(); ++i) EXPECT_NEAR(dw[i], dw_ref[i] + 0.5f, 1e-4);
@@ -108,7 +108,7 @@ TEST(Conv2d, DeterministicAcrossRunsAndThreadCounts) {
     EXPECT_EQ(two.dx, two_again.dx);
     EXPECT_EQ(two.dw, two_again.dw);
     EXPECT_EQ(two.db, two_again.db);
-    // Forward and backward-data split samples; backward-filter sums fixed chunks in order: the
+    // Forward and backward-input split samples; backward-weight sums fixed chunks in order: the
     // bits do not depend on the thread count either.
     EXPECT_EQ(one.y, two.y);
     EXPECT_EQ(one.dx, two.dx);
@@ -117,7 +117,8 @@ TEST(Conv2d, DeterministicAcrossRunsAndThreadCounts) {
   }
 }
 
-// Auto's forward of x with Cin 1 (a first layer: conv2d_one.cpp), with a NaN workspace.
+// Auto's forward of x with Cin 1 (a first layer: conv2d/direct_one_channel.cpp), with a NaN
+// workspace.
 std::vector<float> forward_auto(const Conv2dShape& s, const std::vector<float>& x,
                                 const std::vector<float>& w, const float* b) {
   std::vector<float> y(s.y_count(), std::nanf(""));
