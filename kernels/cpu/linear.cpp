@@ -1,7 +1,7 @@
 // kernels/cpu/linear.cpp: the fully connected layer as row-major GEMMs, no copies. With AVX-512,
 // our own (gemm_f32.h: OpenBLAS 0.3.21 runs AVX2 kernels on Zen 4 and Zen 5); elsewhere OpenBLAS
 // sgemm, single-threaded (its idle threads spin and would take the cores our pool needs), our
-// pool splitting each product into row blocks, one sgemm per thread. Either way every output
+// pool splitting each product into fixed row blocks, one sgemm per block. Either way every output
 // element is computed by one thread in a fixed order, so results do not depend on timing.
 #include "kernels/cpu/linear.h"
 
@@ -22,10 +22,21 @@ void check(const LinearShape& s, const char* what) {
                " out ", s.out);
 }
 
-// Rows [0, rows) split over the pool; fn(r0, r1) computes the output rows r0..r1.
+// Rows [0, rows) cut into blocks of kRowBlock rows (the last may be shorter), the blocks split
+// over the pool; fn(r0, r1) computes the output rows r0..r1 of one block. The blocks do not
+// depend on the thread count: OpenBLAS's kernels (e.g. its AVX Sandy Bridge ones) round an
+// element differently by where it falls in the call's M, so one sgemm per thread made 1 and 2
+// threads disagree in the last bits.
+constexpr int64_t kRowBlock = 32;
+
 void by_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   // Below ~1 MFLOP per task, one thread is faster than waking another.
-  parallel_for(rows, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, work_per_row)), fn);
+  const int64_t grain =
+      std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, work_per_row * kRowBlock));
+  parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) fn(b * kRowBlock, std::min(rows, (b + 1) * kRowBlock));
+  });
 }
 
 }  // namespace
