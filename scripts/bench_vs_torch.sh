@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Images/s and test accuracy after one epoch of Fashion-MNIST: our train beside PyTorch's anchor
-# (../shared/anchors/torch_mnist.py), same machine, same run, same thread count, each the median
+# Images/s and test accuracy after one epoch of Fashion-MNIST: our train beside PyTorch's baseline
+# (bench/torch/torch_mnist.py), same machine, same run, same thread count, each the median
 # of RUNS runs; and ours as a share of the FP32 limit (the FMA peak bench_kernels --peak measures
 # at start, on every core the run uses).
-#   scripts/bench_vs_torch.sh [BUILD_DIR] [ANCHORS_DIR]
+#   scripts/bench_vs_torch.sh [BUILD_DIR] [BASELINES_DIR]   (defaults: build, bench/torch)
 # Environment:
 #   MODELS     models (default "simplecnn convnet net")
 #   THREADS    threads per rank, one row each (default "2 1")
@@ -13,10 +13,10 @@
 #   RUNS       runs per row and side, the median is reported (default 3)
 #   TORCH=0    leaves PyTorch out (ours only: comparing two builds of ours)
 #   FORMAT=md  a markdown table (the README's), else aligned text
-# Needs python3-torch for /usr/bin/python3 (see ../shared/anchors/README.md).
+# Needs python3-torch for /usr/bin/python3 (see docs/benchmarks.md, "The PyTorch baselines").
 set -euo pipefail
 build=${1:-build}
-anchors=${2:-../shared/anchors}
+anchors=${2:-bench/torch}
 models=${MODELS:-"simplecnn convnet net"}
 threads=${THREADS:-"2 1"}
 world=${WORLD:-1}
