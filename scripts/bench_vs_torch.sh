@@ -12,7 +12,7 @@
 #   PRECISION  "fp32" (default), "bf16" (ours --precision bf16, PyTorch's --bf16 autocast) or both
 #   RUNS       runs per row and side, the median is reported (default 3)
 #   TORCH=0    leaves PyTorch out (ours only: comparing two builds of ours)
-#   FORMAT=md  a markdown table (the README's), else aligned text
+#   FORMAT=md  a markdown table (docs/benchmarks.md's), else aligned text
 # Needs python3-torch for /usr/bin/python3 (see docs/benchmarks.md, "The PyTorch baselines").
 set -euo pipefail
 build=${1:-build}
