@@ -16,7 +16,7 @@
 # Needs python3-torch for /usr/bin/python3 (see docs/benchmarks.md, "The PyTorch baselines").
 set -euo pipefail
 build=${1:-build}
-anchors=${2:-bench/torch}
+baselines=${2:-bench/torch}
 models=${MODELS:-"simplecnn convnet net"}
 threads=${THREADS:-"2 1"}
 world=${WORLD:-1}
@@ -68,7 +68,7 @@ ours_once() {
 torch_once() {
   local p=$1 t=$2 m=$3 extra=()
   [[ $p == bf16 ]] && extra+=(--bf16)
-  /usr/bin/python3 "$anchors/torch_mnist.py" --model "$m" --world "$world" --threads "$t" --epochs 1 \
+  /usr/bin/python3 "$baselines/torch_mnist.py" --model "$m" --world "$world" --threads "$t" --epochs 1 \
     $torch_args "${extra[@]}" 2>"$tmp/torch.err" |
     python3 -c "import json,sys;r=json.loads(sys.stdin.readlines()[-1]);print(r['images_per_s'],r['test_acc'])" ||
     { echo "bench_vs_torch.sh: PyTorch's anchor failed ($m, $p, $t threads):" >&2; tail -3 "$tmp/torch.err" >&2; exit 1; }

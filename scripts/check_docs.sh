@@ -164,10 +164,15 @@ fi
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/check_docs.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
-# The repository as a user has it: tracked files and new ones git does not ignore.
-(cd "$repo" && git ls-files -z --cached --others --exclude-standard |
-  while IFS= read -r -d '' f; do [[ -e $f ]] && printf '%s\0' "$f"; done |
-  tar --null -T - -cf -) | tar -xf - -C "$scratch/"
+# The repository as a user has it: tracked files and new ones git does not ignore (without git:
+# everything but the build folders and out/).
+if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  (cd "$repo" && git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [[ -e $f ]] && printf '%s\0' "$f"; done |
+    tar --null -T - -cf -) | tar -xf - -C "$scratch/"
+else
+  (cd "$repo" && tar --exclude='./build*' --exclude=./out -cf - .) | tar -xf - -C "$scratch/"
+fi
 rm -rf "$scratch/build"
 ln -s "$build" "$scratch/build"
 
