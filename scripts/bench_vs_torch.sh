@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Images/s and test accuracy after one epoch of Fashion-MNIST: our train beside PyTorch's anchor
-# (../shared/anchors/torch_mnist.py), same machine, same run, same thread count, each the median
+# Images/s and test accuracy after one epoch of Fashion-MNIST: our train beside PyTorch's baseline
+# (bench/torch/torch_mnist.py), same machine, same run, same thread count, each the median
 # of RUNS runs; and ours as a share of the FP32 limit (the FMA peak bench_kernels --peak measures
 # at start, on every core the run uses).
-#   scripts/bench_vs_torch.sh [BUILD_DIR] [ANCHORS_DIR]
+#   scripts/bench_vs_torch.sh [BUILD_DIR] [BASELINES_DIR]   (defaults: build, bench/torch)
 # Environment:
 #   MODELS     models (default "simplecnn convnet net")
 #   THREADS    threads per rank, one row each (default "2 1")
@@ -12,11 +12,11 @@
 #   PRECISION  "fp32" (default), "bf16" (ours --precision bf16, PyTorch's --bf16 autocast) or both
 #   RUNS       runs per row and side, the median is reported (default 3)
 #   TORCH=0    leaves PyTorch out (ours only: comparing two builds of ours)
-#   FORMAT=md  a markdown table (the README's), else aligned text
-# Needs python3-torch for /usr/bin/python3 (see ../shared/anchors/README.md).
+#   FORMAT=md  a markdown table (docs/benchmarks.md's), else aligned text
+# Needs python3-torch for /usr/bin/python3 (see docs/benchmarks.md, "The PyTorch baselines").
 set -euo pipefail
 build=${1:-build}
-anchors=${2:-../shared/anchors}
+baselines=${2:-bench/torch}
 models=${MODELS:-"simplecnn convnet net"}
 threads=${THREADS:-"2 1"}
 world=${WORLD:-1}
@@ -68,7 +68,7 @@ ours_once() {
 torch_once() {
   local p=$1 t=$2 m=$3 extra=()
   [[ $p == bf16 ]] && extra+=(--bf16)
-  /usr/bin/python3 "$anchors/torch_mnist.py" --model "$m" --world "$world" --threads "$t" --epochs 1 \
+  /usr/bin/python3 "$baselines/torch_mnist.py" --model "$m" --world "$world" --threads "$t" --epochs 1 \
     $torch_args "${extra[@]}" 2>"$tmp/torch.err" |
     python3 -c "import json,sys;r=json.loads(sys.stdin.readlines()[-1]);print(r['images_per_s'],r['test_acc'])" ||
     { echo "bench_vs_torch.sh: PyTorch's anchor failed ($m, $p, $t threads):" >&2; tail -3 "$tmp/torch.err" >&2; exit 1; }

@@ -5,7 +5,7 @@
 # simplecnn on one GPU against the CPU's accuracy, two-rank training over NCCL, the IPC ring and
 # the staged ring (each must end where one rank ends), counts the CUDA contexts per GPU during a
 # two-rank run (issue 14 finding 1), and times bench_kernels and allreduce_bench on the GPU.
-# Every step is a command README's "First run on a GPU" section documents.
+# Every step is a command that docs/gpu.md's "The first-run script" section documents.
 #
 # Writes one markdown report (every figure, every failure; default gpu_first_run.md) and exits
 # 0 when every step passed (a skipped step, e.g. NCCL with one GPU, is listed, not a failure),

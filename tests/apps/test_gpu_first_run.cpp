@@ -1,5 +1,5 @@
 // tests/apps/test_gpu_first_run.cpp: scripts/gpu_first_run.sh on a machine without a GPU exits 2
-// at once, saying so, and writes no report; its usage and every step's command are in README.
+// at once, saying so, and writes no report; its usage and every step's command are in docs/gpu.md.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -33,9 +33,9 @@ TEST(GpuFirstRun, WithoutAGpuItExitsTwoAtOnceSayingSo) {
   }
 }
 
-// Each step of the script is a command README's GPU section documents.
+// Each step of the script is a command docs/gpu.md documents.
 TEST(GpuFirstRun, ReadmeDocumentsTheScriptAndEveryStep) {
-  const std::string readme = read_text(source_root() + "/README.md");
+  const std::string readme = read_text(source_root() + "/docs/gpu.md");
   for (const char* cmd : {
            "scripts/gpu_first_run.sh",
            "cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DENGINE_CUDA=ON",
@@ -46,7 +46,8 @@ TEST(GpuFirstRun, ReadmeDocumentsTheScriptAndEveryStep) {
            "--gtest_filter='CudaKernels.*'",
            "compute-sanitizer --tool memcheck --error-exitcode 99 build-gpu/apps/train --model "
            "simplecnn --steps 20 --device cuda",
-           "build-gpu/apps/train --model simplecnn --epochs 1 --device cuda --metrics gpu.jsonl",
+           "build-gpu/apps/train --model simplecnn --epochs 1 --device cuda --metrics "
+           "out/gpu.jsonl",
            "build-gpu/apps/launch --nproc-per-node 2 -- build-gpu/apps/train --model simplecnn "
            "--dropout 0 --sharding sampler --shuffle off --steps 20 --device cuda --cuda-ring ipc",
            "nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv,noheader",
@@ -55,7 +56,7 @@ TEST(GpuFirstRun, ReadmeDocumentsTheScriptAndEveryStep) {
            "--collective "
            "all",
        })
-    EXPECT_NE(readme.find(cmd), std::string::npos) << "README lacks: " << cmd;
+    EXPECT_NE(readme.find(cmd), std::string::npos) << "docs/gpu.md lacks: " << cmd;
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ TEST_F(TrainTest, SrunTwoTasksTrainLikeOneRankWithNoOtherVariable) {
   if (conf.empty()) GTEST_SKIP() << why;
   RunResult one = run(kTrain + kArgs + data_ + " --threads 2 --save " + path("one.safetensors"));
   ASSERT_EQ(one.code, 0) << one.output;
-  // The exact command of the README, with the cluster's SLURM_CONF and nothing else.
+  // The exact command of docs/launchers.md, with the cluster's SLURM_CONF and nothing else.
   const std::string srun = "SLURM_CONF=" + conf + " timeout -k 5 120 srun -n 2 " + kTrain + kArgs +
                            data_ + " --timeout 60 --save " + path("two.safetensors");
   RunResult two = run(kCleanEnv + srun);

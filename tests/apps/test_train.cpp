@@ -41,16 +41,17 @@ std::vector<HelpFlag> help_flags(const std::string& help) {
   return out;
 }
 
-// The README's table of train's flags: the rows between "| flag | meaning |" and a blank line.
+// The table of train's flags in docs/training.md: the rows between "| flag | meaning |" and a
+// blank line.
 std::string readme_flag_table() {
   fs::path src = __FILE__;  // relative when ccache rewrote it: then to the tests' build folder
   if (src.is_relative()) src = fs::path(kBuild) / "tests" / src;
-  std::ifstream in(src.parent_path() / "../../README.md");
+  std::ifstream in(src.parent_path() / "../../docs/training.md");
   std::stringstream text;
   text << in.rdbuf();
   const std::string readme = text.str();
   const size_t begin = readme.find("| flag | meaning |");
-  EXPECT_NE(begin, std::string::npos) << "README.md has no flag table";
+  EXPECT_NE(begin, std::string::npos) << "docs/training.md has no flag table";
   if (begin == std::string::npos) return "";
   return readme.substr(begin, readme.find("\n\n", begin) - begin);
 }
@@ -63,10 +64,10 @@ bool is_number(const std::string& s) {
 
 }  // namespace
 
-// Every flag that --help lists is documented (help text and a row of the README's table, which
-// lists no other flag) and parsed: its default or each of its values is accepted, a bad value is
-// an error naming it; a switch takes no value. `--FLAG=VALUE --help` parses up to --help and
-// exits 0 without training.
+// Every flag that --help lists is documented (help text and a row of docs/training.md's table,
+// which lists no other flag) and parsed: its default or each of its values is accepted, a bad
+// value is an error naming it; a switch takes no value. `--FLAG=VALUE --help` parses up to --help
+// and exits 0 without training.
 TEST_F(TrainTest, EveryFlagOfHelpIsDocumentedAndParsed) {
   RunResult r = run(kTrain + " --help");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -79,7 +80,7 @@ TEST_F(TrainTest, EveryFlagOfHelpIsDocumentedAndParsed) {
     listed.insert(f.name);
     EXPECT_FALSE(f.text.empty());
     EXPECT_TRUE(std::regex_search(table, std::regex("(^|[^a-z-])--" + f.name + "([^a-z-]|$)")))
-        << "not in README";
+        << "not in docs/training.md";
     RunResult bare = run(kTrain + " --" + f.name + "=x --help");
     if (bare.code != 0 && bare.output.find("takes no value") != std::string::npos) {  // a switch
       EXPECT_NE(bare.output.find("--" + f.name), std::string::npos) << bare.output;
@@ -100,7 +101,8 @@ TEST_F(TrainTest, EveryFlagOfHelpIsDocumentedAndParsed) {
   std::smatch m;
   for (std::string rest = table; std::regex_search(rest, m, std::regex("--([a-z][a-z0-9-]*)"));
        rest = m.suffix())
-    EXPECT_TRUE(listed.count(m[1])) << "README documents --" << m[1] << ", --help does not list it";
+    EXPECT_TRUE(listed.count(m[1]))
+        << "docs/training.md documents --" << m[1] << ", --help does not list it";
   RunResult unknown = run(kTrain + " --no-such-flag=1 --help");
   EXPECT_NE(unknown.code, 0);
   EXPECT_NE(unknown.output.find("--no-such-flag"), std::string::npos) << unknown.output;
@@ -133,7 +135,7 @@ TEST_F(TrainTest, LossFallsAndMetricsAreWritten) {
   std::vector<Json> rows;
   while (std::getline(in, line)) rows.push_back(parse_json(line, path("m.jsonl")));
   ASSERT_EQ(rows.size(), 3u);
-  std::vector<std::string> keys;  // in the README's order
+  std::vector<std::string> keys;  // in docs/training.md's order
   for (const auto& [k, v] : rows[0].items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"epoch", "step", "train_loss", "test_loss", "test_acc",
                                             "images_per_s", "wall_s", "train_flop_per_image",
