@@ -29,7 +29,10 @@ TEST_P(TwoRanksLikeOne, FinalParametersAgree) {
           kTrain + args + " --sync " + sync + " --timeout 60 --save " + path("two.safetensors"));
   ASSERT_EQ(two.code, 0) << two.output;
   EXPECT_NE(two.output.find("[rank 0] World 2"), std::string::npos) << two.output;
-  EXPECT_LT(max_rel_diff(path("one.safetensors"), path("two.safetensors")), 1e-5);
+  // Equal within float reassociation: a batch of 128 and two of 64 sum their gradients in
+  // different groupings. The direct AVX-512 kernels stay under 1e-5 after 20 steps; OpenBLAS's
+  // im2col path on CPUs without AVX-512 reached 5.3e-5 (simplecnn).
+  EXPECT_LT(max_rel_diff(path("one.safetensors"), path("two.safetensors")), 2e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Train, TwoRanksLikeOne,
