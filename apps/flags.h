@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/threads.h"
 
 namespace engine::apps {
 
@@ -85,7 +86,7 @@ class Flags {
 void check_range(const std::string& flag, int64_t v, int64_t lo, int64_t hi);
 
 // The most threads any program starts for its kernels (--threads, ENGINE_THREADS).
-constexpr int64_t kMaxThreads = 1024;
+using engine::kMaxThreads;
 
 // The items of a comma-separated flag value ("a,b,,c" -> a, b, "", c; "" -> one empty item).
 std::vector<std::string> split_commas(const std::string& text);

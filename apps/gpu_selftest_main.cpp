@@ -4,8 +4,8 @@
 // over each backend (ring staged, ring IPC, NCCL), then prints a pass/fail table.
 // Exit code: 0 all passed, 1 a check failed, 2 no CUDA device (the reason is printed) or bad use,
 // 3 none failed but some were skipped (shown as "skip", never counted as passed).
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -45,8 +45,14 @@ int run_checks(engine::Device dev) {
 
 int run(int argc, char** argv) {
   using namespace engine;
-  if (argc == 6 && std::string(argv[1]) == "--child")  // a rank of the two-rank checks
-    return selftest::run_child(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5]);
+  if (argc >= 2 && std::string(argv[1]) == "--child") {  // a rank of the two-rank checks
+    ENGINE_USAGE_CHECK(argc == 6, "--child takes BACKEND RANK WORLD DIR");
+    const int64_t world = apps::Flags::parse_int("child WORLD", argv[4]);
+    apps::check_range("--child WORLD", world, 1, 64);
+    const int64_t rank = apps::Flags::parse_int("child RANK", argv[3]);
+    apps::check_range("--child RANK", rank, 0, world - 1);
+    return selftest::run_child(argv[2], static_cast<int>(rank), static_cast<int>(world), argv[5]);
+  }
   std::string device = "cuda:0";
   apps::Flags flags(kUsage);
   flags.add("device", &device, "the CUDA device to check");

@@ -5,8 +5,8 @@
 #include <exception>
 #include <string>
 
-#include "apps/error_file.h"
 #include "comm/mpi_world.h"
+#include "io/torchelastic_error.h"
 
 namespace engine::apps {
 namespace {

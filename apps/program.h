@@ -6,7 +6,7 @@
 //      "<program>: <message> (run '<program> --help' for usage)"
 // The body may return any other code it documents (launch: the failed rank's). Nothing escapes
 // as an abort or a stack trace. Under torchrun the error also goes to torchelastic's error file
-// (apps/error_file.h), so that torchrun's summary names the rank that failed first.
+// (io/torchelastic_error.h), so that torchrun's summary names the rank that failed first.
 #pragma once
 #include <functional>
 

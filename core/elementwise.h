@@ -1,5 +1,5 @@
 // core/elementwise.h: the per-element arithmetic of core's in-place tensor ops, shared by the CPU
-// loops in core/tensor_ops.cpp and the CUDA kernels in core/cuda/elementwise.cu.
+// loops in core/tensor.cpp and the CUDA kernels in core/cuda/elementwise.cu.
 #pragma once
 #include "core/hd.h"
 

@@ -38,7 +38,8 @@ class BatchLoader {
   void start_epoch(int64_t epoch);
   // The epoch's next batch into *out (whose buffers are recycled); false when the epoch is done.
   // Throws engine::Error if start_epoch was never called, engine::TimeoutError if the worker
-  // produced nothing within the timeout (60 s unless set) (it names rank, epoch and batch).
+  // produced nothing within the timeout (60 s unless set_next_timeout; it names rank, epoch and
+  // batch); the batch it waited for still comes to a later next().
   bool next(Batch* out);
 
   int64_t batches_per_epoch() const;
@@ -48,6 +49,7 @@ class BatchLoader {
   const std::vector<int64_t>& epoch_order() const { return *order_; }
 
   static uint64_t epoch_seed(uint64_t seed, int64_t epoch, int rank);
+  // How long next() waits for the prefetch thread (tests/data/test_loader.cpp sets a short one).
   void set_next_timeout(std::chrono::milliseconds t) { next_timeout_ = t; }
 
  private:

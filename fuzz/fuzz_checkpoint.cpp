@@ -1,14 +1,13 @@
 // fuzz/fuzz_checkpoint.cpp: resuming from any bytes (nn/checkpoint.h, then the trainer's position
-// checks, apps/train/resume_check.h), into the linear model with SGD or Adam (the first byte
+// checks, nn/checkpoint_check.h), into the linear model with SGD or Adam (the first byte
 // picks): a restored position or an engine::Error naming the file, never a crash.
 #include <cstdint>
 #include <memory>
 
-#include "apps/train/config.h"
-#include "apps/train/resume_check.h"
 #include "fuzz/fuzz_util.h"
 #include "io/error.h"
 #include "nn/checkpoint.h"
+#include "nn/checkpoint_check.h"
 #include "nn/models.h"
 #include "nn/optim.h"
 
@@ -28,13 +27,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     s.momentum = 0.5;
     opt = std::make_unique<nn::SGD>(model->named_parameters(), s);
   }
-  apps::TrainConfig c;
-  c.model = "linear";
-  c.optimizer = adam ? "adam" : "sgd";
-  c.epochs = 3;
+  nn::ResumeRun run;
+  run.model = "linear";
+  run.seed = 1234;  // train's default --seed
+  run.epochs = 3;
+  run.batches_per_epoch = 16;
   try {
     nn::TrainPosition p = nn::load_training_checkpoint(in.path(), *model, *opt);
-    apps::check_resume_position(in.path(), p, c, {16, opt->steps(), 0});
+    run.optimizer_steps = opt->steps();
+    nn::check_resume_position(in.path(), p, run);
   } catch (const Error&) {
   }
   return 0;

@@ -39,22 +39,6 @@ struct MinOp {
   }
 };
 
-template <class T>
-ENGINE_HD T reduce_apply(ReduceOp op, T a, T b) {
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      return SumOp{}(a, b);
-    case ReduceOp::Prod:
-      return ProdOp{}(a, b);
-    case ReduceOp::Max:
-      return MaxOp{}(a, b);
-    case ReduceOp::Min:
-      return MinOp{}(a, b);
-  }
-  return a;
-}
-
 // "SUM", "AVG", "MAX", "MIN", "PROD" (printed in errors, traces and allreduce_bench's JSON).
 inline const char* reduce_op_name(ReduceOp op) {
   static constexpr const char* kNames[] = {"SUM", "AVG", "MAX", "MIN", "PROD"};

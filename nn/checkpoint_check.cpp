@@ -133,4 +133,27 @@ void check_training_checkpoint(const StFile& f, const std::string& path, const M
   check_optimizer(f, path, opt);
 }
 
+void check_resume_position(const std::string& path, const TrainPosition& p, const ResumeRun& run) {
+  ENGINE_CHECK(p.model.empty() || p.model == run.model, path, ": field 'model' is '", p.model,
+               "', this run trains --model ", run.model);
+  ENGINE_CHECK(p.init_seed == static_cast<uint64_t>(run.seed), path,
+               ": field 'engine.init_seed' is ", p.init_seed, ", this run's --seed is ", run.seed,
+               " (a resumed run continues its checkpoint's seed)");
+  ENGINE_CHECK(p.epoch < run.epochs || (p.epoch == run.epochs && p.batch_in_epoch == 0), path,
+               ": field 'engine.epoch' is ", p.epoch, ", past the ", run.epochs,
+               " epoch(s) of --epochs ", run.epochs);
+  ENGINE_CHECK(p.batch_in_epoch == 0 || p.batch_in_epoch < run.batches_per_epoch, path,
+               ": field 'engine.batch_in_epoch' is ", p.batch_in_epoch,
+               ", past the end of an epoch of this run (", run.batches_per_epoch,
+               " batches per rank)");
+  ENGINE_CHECK(p.step == run.optimizer_steps, path, ": field 'engine.step' is ", p.step,
+               " but 'engine.optimizer_steps' is ", run.optimizer_steps,
+               " (every step is one optimizer step)");
+  ENGINE_CHECK(
+      p.replica_dropout_offsets.empty() || p.replica_dropout_offsets.size() == run.dp_replicas,
+      path, ": fields 'dp_dropout_offset_<i>' hold ", p.replica_dropout_offsets.size(),
+      " DataParallel replica(s), this run has ", run.dp_replicas,
+      run.dp_replicas ? "" : " (--mode ddp)");
+}
+
 }  // namespace engine::nn

@@ -1,14 +1,15 @@
 // nn/checkpoint_check.h: a training checkpoint checked field by field against the run that
 // resumes it, before anything is restored: what the run cannot honour is an engine::Error
 // "<file>: <field>: <what is wrong>", never a silent drop, a wrapped-around number or an empty
-// epoch. nn/checkpoint.cpp calls it from load_training_checkpoint; the position against the
-// run's epochs and batches is the trainer's (apps/train/resume_check.h).
+// epoch. nn/checkpoint.cpp calls check_training_checkpoint from load_training_checkpoint; the
+// trainer calls check_resume_position on the position it restored.
 #pragma once
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "io/safetensors.h"
+#include "nn/checkpoint.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 
@@ -34,5 +35,22 @@ uint64_t checkpoint_meta_uint(const StFile& f, const std::string& key, const std
 //     optimizer has stepped.
 void check_training_checkpoint(const StFile& f, const std::string& path, const Module& m,
                                const Optimizer& opt);
+
+// The run that resumes a checkpoint, as far as its position must agree with it.
+struct ResumeRun {
+  std::string model;              // --model
+  int64_t seed = 0;               // --seed
+  int64_t epochs = 0;             // --epochs
+  int64_t batches_per_epoch = 0;  // batches in one epoch of this rank
+  int64_t optimizer_steps = 0;    // the restored optimizer's count
+  size_t dp_replicas = 0;         // --mode dp: devices - 1; 0 otherwise
+};
+
+// Where a training checkpoint stands, checked against the run that resumes it (after
+// check_training_checkpoint has checked the file against the model and the optimizer): the model
+// and seed it was trained with, an epoch within --epochs, a batch within this run's epoch, the
+// step counters agreeing, DataParallel's replicas. Throws engine::Error "<path>: field '<key>' ..."
+// for a position this run cannot continue from.
+void check_resume_position(const std::string& path, const TrainPosition& p, const ResumeRun& run);
 
 }  // namespace engine::nn

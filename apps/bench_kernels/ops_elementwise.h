@@ -6,8 +6,8 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/dropout.h"
-#include "kernels/cpu/loss.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cpu/softmax.h"
 
 namespace engine::bench {
 

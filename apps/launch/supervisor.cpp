@@ -17,7 +17,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "apps/threads.h"
+#include "core/threads.h"
 
 extern char** environ;
 
@@ -282,7 +282,7 @@ int Supervisor::run() {
 int Supervisor::run_attempt(int restart_count) {
   const JobShape& job = opts_.job;
   const std::vector<std::string> base = restart_environment(restart_count, opts_.max_restarts);
-  const int cores = apps::usable_cores();
+  const int cores = usable_cores();
   ranks_.reserve(job.nproc_per_node);
   for (int local = 0; local < job.nproc_per_node; ++local) {
     ranks_.emplace_back(job.node_rank * job.nproc_per_node + local);

@@ -9,7 +9,7 @@
 #include <numbers>
 
 #include "apps/ring_demo/report.h"
-#include "apps/svg_text.h"
+#include "io/svg_text.h"
 
 namespace engine::ring_demo {
 namespace {
@@ -33,11 +33,12 @@ constexpr const char* kScript = R"(<script>
   }
   document.getElementById('prev').onclick = function () { show(cur - 1); };
   document.getElementById('next').onclick = function () { show(cur + 1); };
+  var keys = {ArrowLeft: -1, ArrowRight: 1, Home: 'first', End: 'last'};
   document.addEventListener('keydown', function (e) {
-    if (e.key === 'ArrowLeft') show(cur - 1);
-    if (e.key === 'ArrowRight') show(cur + 1);
-    if (e.key === 'Home') show(0);
-    if (e.key === 'End') show(steps.length - 1);
+    var k = keys[e.key];
+    if (k === undefined || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    e.preventDefault();  // the page handles the key: it must not also scroll the page
+    show(k === 'first' ? 0 : k === 'last' ? steps.length - 1 : cur + k);
   });
   show(0);
 })();
@@ -45,10 +46,10 @@ constexpr const char* kScript = R"(<script>
 )";
 
 std::string str(const char* f, auto... args) {
-  return apps::fmt(f, args...);
+  return engine::fmt(f, args...);
 }
 std::string esc(const std::string& s) {
-  return apps::xml_escape(s);
+  return engine::xml_escape(s);
 }
 
 std::string rank_colour(int r) {
@@ -191,6 +192,8 @@ std::string panel(const DemoRun& run, size_t frame, const Layout& L, const std::
 
 // Legend lines, then one swatch per rank; kLegendH tall.
 constexpr double kLegendH = 80;
+// The most height a frame's picture takes on the page.
+constexpr double kFrameH = 420;
 std::string legend(const DemoRun& run, double width, double y) {
   const int W = run.cfg.world;
   std::string s = str("<g transform=\"translate(10,%.1f)\" font-size=\"12\">", y);
@@ -295,15 +298,18 @@ std::string render_html(const DemoRun& run) {
       ".controls { margin: 0.8em 0; font-size: 1.1em; }\n"
       "button { font-size: 1em; padding: 0.2em 1em; }\n"
       ".frame { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; }\n"
-      ".frame pre { margin: 0; }\n</style>\n</head>\n<body>\n";
+      ".frame pre { margin: 0; flex: 1 1 28em; min-width: 0; max-height: 75vh; overflow: auto; }\n"
+      "</style>\n</head>\n<body>\n";
+  // The first frame fits a 1280 x 800 window: heading, legend and controls above it, the
+  // introduction below.
   s += "<h1>" + esc(heading(run)) + "</h1>\n";
-  s += "<pre>" + esc(describe_intro(run)) + "</pre>\n";
   s += str("<svg width=\"820\" height=\"%.0f\" font-family=\"sans-serif\">", kLegendH) +
        legend(run, 820, 0) + "</svg>\n";
   s += "<div class=\"controls\"><button id=\"prev\" type=\"button\">Prev</button> "
        "<span id=\"pos\"></span> <button id=\"next\" type=\"button\">Next</button> "
-       "(or the arrow keys)</div>\n";
-  const double scale = std::clamp(520 / L.pw, 0.8, 1.6);  // the picture beside its text
+       "(or the arrow keys, Home and End)</div>\n";
+  // The picture beside its text, at most kFrameH tall.
+  const double scale = std::min(std::clamp(520 / L.pw, 0.8, 1.6), kFrameH / L.ph);
   for (size_t k = 0; k < run.frames.size(); ++k) {
     s += "<div class=\"frame\" id=\"frame" + std::to_string(k) + "\">\n";
     s +=
@@ -315,6 +321,7 @@ std::string render_html(const DemoRun& run) {
     if (k + 1 == run.frames.size()) text += describe_result(run, &ok);
     s += "<pre>" + esc(text) + "</pre>\n</div>\n";
   }
+  s += "<h2>How it runs</h2>\n<pre>" + esc(describe_intro(run)) + "</pre>\n";
   s += kScript;
   s += "</body>\n</html>\n";
   return s;

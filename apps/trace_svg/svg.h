@@ -5,12 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "apps/svg_text.h"
+#include "io/svg_text.h"
 
 namespace engine::trace_svg {
-
-using apps::fmt;
-using apps::xml_escape;
 
 // Fill colour of a category ("#rrggbb"); unknown categories share one neutral colour.
 const char* category_colour(const std::string& category);

@@ -17,7 +17,7 @@ struct TrainConfig {
   double momentum = 0.5;
   std::string optimizer = "sgd";
   int64_t seed = 1234;
-  int64_t threads = 0;  // 0: apps/threads.h default_threads
+  int64_t threads = 0;  // 0: core/threads.h default_threads
   std::string shuffle = "on";
   double dropout = -1;  // < 0: the models' own probabilities
   std::string init_from, save, checkpoint, resume, metrics;

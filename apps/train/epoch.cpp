@@ -3,13 +3,14 @@
 #include <cstdio>
 #include <optional>
 
-#include "apps/train/plot.h"
 #include "apps/train/trainer.h"
 #include "core/autograd.h"
 #include "core/trace.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "nn/functional.h"
+#include "nn/report/progress.h"
+#include "nn/report/training_plot.h"
 
 namespace engine::apps {
 namespace {
@@ -83,7 +84,8 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     t.loss_sum = start_.epoch_loss_sums[rank_];  // the epoch line stays the whole epoch's mean
     t.batches = first;
   }
-  progress_.start_epoch(epoch, t.total, first);
+  progress_.start_epoch(epoch, first,
+                        nn::progress_end(t.total, first, c_.steps > 0 ? c_.steps - pos_.step : -1));
   const auto start = Clock::now();
   // The next batch is staged (on a GPU: uploading on the copy stream) before this one computes.
   auto stage_next = [&]() -> int {
@@ -113,7 +115,7 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
   return t;
 }
 
-// One training step on this rank's batch (../shared/DESIGN.md, "One training step"):
+// One training step on this rank's batch (docs/design.md, "One training step"):
 //   batch -> model.forward -> loss -> backward: each parameter's grad ready -> hook -> its bucket
 //   full -> comm thread: allreduce (avg) -> wait for all buckets -> optimizer.step
 Tensor Trainer::step(const data::DeviceBatch& b) {
@@ -159,8 +161,8 @@ void Trainer::end_epoch(int64_t epoch, const EpochTally& t) {
   const bool epoch_done = t.next >= t.total;
   save_checkpoint(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : t.next, t.loss_sum);
   if (rank_ == 0 && !c_.plot.empty())
-    write_training_plot(c_.plot, step_loss_, epoch_acc_,
-                        c_.model + ", world " + std::to_string(world_));
+    nn::write_training_plot(c_.plot, step_loss_, epoch_acc_,
+                            c_.model + ", world " + std::to_string(world_));
 }
 
 // The epoch line's figures: the mean training loss over all ranks, and the test split's.

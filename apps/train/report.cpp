@@ -3,11 +3,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
 #include "io/json.h"
+#include "nn/report/progress.h"
 
 namespace engine::apps {
 
@@ -16,11 +19,12 @@ using Clock = std::chrono::steady_clock;
 Progress::Progress(int rank, bool enabled)
     : rank_(rank), enabled_(enabled), tty_(isatty(STDOUT_FILENO) == 1) {}
 
-void Progress::start_epoch(int64_t epoch, int64_t batches, int64_t first_batch) {
+void Progress::start_epoch(int64_t epoch, int64_t first_batch, int64_t end) {
   epoch_ = epoch;
-  batches_ = batches;
   first_ = first_batch;
+  end_ = end;
   images_ = 0;
+  shown_ = 0;
   t0_ = last_ = Clock::now();
 }
 
@@ -28,35 +32,41 @@ void Progress::update(int64_t batch, double loss, int64_t images) {
   if (!enabled_) return;
   images_ += images;
   auto now = Clock::now();
-  bool last = batch + 1 == batches_;
+  bool last = batch + 1 >= end_;
   if (tty_) {
     if (!last && now - last_ < std::chrono::milliseconds(200)) return;
   } else if ((batch + 1) % 100 != 0 && !last) {
     return;
   }
   last_ = now;
-  double s = std::chrono::duration<double>(now - t0_).count();
-  double done = static_cast<double>(batch + 1 - first_);
-  double ips = s > 0 ? images_ / s : 0;
-  double left = done > 0 ? s / done * static_cast<double>(batches_ - batch - 1) : 0;
+  const double s = std::chrono::duration<double>(now - t0_).count();
+  const double done = static_cast<double>(batch + 1 - first_);
+  nn::ProgressState p;
+  p.rank = rank_;
+  p.epoch = epoch_;
+  p.done = batch + 1;
+  p.end = end_;
+  p.loss = loss;
+  p.images_per_s = s > 0 ? images_ / s : 0;
+  p.seconds_left = done > 0 ? s / done * static_cast<double>(end_ - batch - 1) : 0;
   if (tty_) {
-    int width = 30, filled = static_cast<int>(width * (batch + 1) / std::max<int64_t>(1, batches_));
-    std::string bar(filled, '#');
-    bar.resize(width, '.');
-    std::printf("\rRank %d, epoch %lld [%s] %lld/%lld  loss %.4f  %.0f images/s  %.0fs left ",
-                rank_, static_cast<long long>(epoch_), bar.c_str(),
-                static_cast<long long>(batch + 1), static_cast<long long>(batches_), loss, ips,
-                left);
+    // The width is asked at every update: the terminal may have been resized.
+    const int columns = nn::terminal_columns(STDOUT_FILENO, std::getenv("COLUMNS"));
+    std::string line = nn::progress_bar_line(p, columns);
+    const size_t len = line.size(), room = static_cast<size_t>(std::max(1, columns - 1));
+    if (len < shown_) line.append(std::min(shown_, room) - len, ' ');  // over a longer last line
+    shown_ = len;
+    std::printf("\r%s", line.c_str());
   } else {
-    std::printf("Rank %d, epoch %lld, batch %lld/%lld: loss %.4f, %.0f images/s, %.0fs left\n",
-                rank_, static_cast<long long>(epoch_), static_cast<long long>(batch + 1),
-                static_cast<long long>(batches_), loss, ips, left);
+    std::printf("%s\n", nn::progress_plain_line(p).c_str());
   }
   std::fflush(stdout);
 }
 
+// Ends the bar's line; nothing when no bar was shown (an empty line under mpirun, whose ranks
+// write to a terminal, when the epoch ended before the first update).
 void Progress::finish() {
-  if (enabled_ && tty_) std::printf("\n");
+  if (enabled_ && tty_ && shown_ > 0) std::printf("\n");
 }
 
 void print_epoch(int rank, const EpochResult& r) {

@@ -17,19 +17,21 @@ struct EpochResult {
   std::string precision = "fp32";   // --precision
 };
 
-// Progress within an epoch: a carriage-return bar on a terminal, a plain line every
-// `line_every` batches otherwise.
+// Progress within an epoch: a carriage-return bar that fits the terminal's width on a terminal,
+// a plain line every 100 batches otherwise (nn/report/progress.h writes both).
 class Progress {
  public:
   Progress(int rank, bool enabled);
-  void start_epoch(int64_t epoch, int64_t batches, int64_t first_batch);
+  // Batches first .. end - 1 of the epoch are trained now (end: nn::progress_end).
+  void start_epoch(int64_t epoch, int64_t first_batch, int64_t end);
   void update(int64_t batch, double loss, int64_t images);
   void finish();
 
  private:
   int rank_;
   bool enabled_, tty_;
-  int64_t epoch_ = 0, batches_ = 0, first_ = 0, images_ = 0;
+  int64_t epoch_ = 0, first_ = 0, end_ = 0, images_ = 0;
+  size_t shown_ = 0;  // characters of the bar on the terminal's line now
   std::chrono::steady_clock::time_point t0_, last_;
 };
 

@@ -8,22 +8,23 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "apps/threads.h"
 #include "apps/train/cuda_collectives.h"
-#include "apps/train/device_choice.h"
-#include "apps/train/profile.h"
-#include "apps/train/resume_check.h"
 #include "comm/mpi_world.h"
 #include "comm/rendezvous.h"
 #include "comm/slurm_env.h"
 #include "core/cuda_backend.h"
+#include "core/device_choice.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "core/threads.h"
 #include "core/trace.h"
 #include "data/partition.h"
+#include "data/sampler.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/peak.h"
+#include "nn/checkpoint_check.h"
 #include "nn/precision.h"
+#include "nn/report/profile.h"
 
 namespace engine::apps {
 namespace {
@@ -67,6 +68,18 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Mo
   s.lr = c.lr;
   s.momentum = c.momentum;
   return std::make_unique<nn::SGD>(m.named_parameters(), s);
+}
+
+// Batches in one epoch of this rank (the loader's count: the shard cut into batches of `batch`,
+// the last one short).
+int64_t rank_batches_per_epoch(const TrainConfig& c, int64_t n, int world, int rank, int64_t batch,
+                               const std::vector<int64_t>& partition) {
+  const int64_t shard = c.sharding == "partition"
+                            ? static_cast<int64_t>(partition.size())
+                            : data::DistributedSampler(n, world, rank, c.shuffle == "on",
+                                                       static_cast<uint64_t>(c.seed), c.drop_last)
+                                  .num_samples();
+  return (shard + batch - 1) / batch;
 }
 
 // The communicator of this rank, or none when the job is one process.
@@ -136,7 +149,8 @@ void Trainer::connect() {
   world_ = comm_ ? comm_->size() : 1;
   threads_ = c_.threads > 0
                  ? static_cast<int>(c_.threads)
-                 : default_threads([](const char* v) { return std::getenv(v); }, usable_cores());
+                 : default_threads([](const char* v) { return std::getenv(v); }, usable_cores(),
+                                   [] { return comm::slurm::local_task_count(); });
   set_num_threads(threads_);
   progress_ = Progress(rank_, rank_ == 0);
 }
@@ -203,10 +217,15 @@ void Trainer::resume() {
   resumed_from_ = resume_path();
   if (resumed_from_.empty()) return;
   start_ = nn::load_training_checkpoint(resumed_from_, *model_, *opt_);
-  check_resume_position(
-      resumed_from_, start_, c_,
-      {rank_batches_per_epoch(c_, mnist_.train.count, world_, rank_, batch_, partition_),
-       opt_->steps(), dp_devices_.empty() ? 0 : dp_devices_.size() - 1});
+  nn::ResumeRun run;
+  run.model = c_.model;
+  run.seed = c_.seed;
+  run.epochs = c_.epochs;
+  run.batches_per_epoch =
+      rank_batches_per_epoch(c_, mnist_.train.count, world_, rank_, batch_, partition_);
+  run.optimizer_steps = opt_->steps();
+  run.dp_replicas = dp_devices_.empty() ? 0 : dp_devices_.size() - 1;
+  nn::check_resume_position(resumed_from_, start_, run);
   pos_ = start_;
   // Each rank keeps its own dropout seed; all ranks draw the same number of values per step.
   dropout_gen_.set_state(dropout_gen_.seed(), start_.dropout_offset);
@@ -254,7 +273,7 @@ void Trainer::distribute() {
 void Trainer::print_profile() {
   double peak = 0;
   if (device_.is_cpu()) peak = kernels::cpu::measure_peak(threads_).fp32_gflops;
-  std::printf("%s", profile_table(trace::to_json(), peak, threads_).c_str());
+  std::printf("%s", nn::profile_table(trace::to_json(), peak, threads_).c_str());
 }
 
 void Trainer::finish() {

@@ -57,6 +57,12 @@ TEST_P(MpirunLikeOne, EndsWhereOneRankEnds) {
             std::string::npos)
       << many.output;
   EXPECT_LT(max_rel_diff(path("one.safetensors"), path("many.safetensors")), 1e-5);
+  // Open MPI gives each rank a pseudo-terminal: rank 0 draws its bar there, each epoch's ending
+  // with its last batch (6 a rank, then 2 for --steps 20), and no empty line follows "World".
+  EXPECT_NE(many.output.find(" 6/6 "), std::string::npos) << many.output;
+  EXPECT_NE(many.output.find(" 2/2 "), std::string::npos) << many.output;
+  EXPECT_EQ(many.output.find("\n\n"), std::string::npos) << many.output;
+  EXPECT_EQ(many.output.find("\n\r\n"), std::string::npos) << many.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Train, MpirunLikeOne,

@@ -1,12 +1,14 @@
 // tests/apps/test_ring_demo.cpp: the built `ring_demo` end to end: its printed final buffers equal
 // the direct computation for W = 1..8 and awkward counts, every op; its steps are deterministic;
-// its SVG and HTML are well-formed (libxml2, tests/apps/xml_check.h); --compare prints a row per
-// world size; bad flags exit 2.
+// its SVG and HTML are well-formed (libxml2, tests/common/xml_check.h); the page's first frame fits
+// a 1280 x 800 window and its keys do not scroll it (headless Chromium); --compare prints a row
+// per world size; bad flags exit 2.
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <map>
 #include <regex>
@@ -15,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/apps/xml_check.h"
 #include "tests/common/run.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/xml_check.h"
 
 namespace ring_demo_test {
 
@@ -196,6 +198,109 @@ TEST_F(RingDemo, SvgAndHtmlAreWellFormedAndSelfContained) {
     EXPECT_EQ(h.find(" src="), std::string::npos);
     for (const char* key : {"ArrowLeft", "ArrowRight", "Prev", "Next"})
       EXPECT_NE(h.find(key), std::string::npos) << key;
+  }
+}
+
+// Headless Chromium on this machine ("" when none): Debian's chromium-headless-shell or chromium.
+std::string find_chromium() {
+  for (const char* b : {"chromium-headless-shell", "chromium", "chromium-browser"})
+    if (engine::testing::run(std::string("command -v ") + b).code == 0) return b;
+  return "";
+}
+
+// What the probe, run after the page's own script in a 1280 x 800 window, saw: the first frame's
+// box and the window, then per key the frame shown after it and whether the page took the key
+// (preventDefault: no scrolling).
+constexpr const char* kProbe = R"(<script>
+(function () {
+  var frames = document.querySelectorAll('.frame');
+  var r = frames[0].getBoundingClientRect();
+  var out = ['box', r.left, r.top, r.right, r.bottom, window.innerWidth, window.innerHeight];
+  function shown() {
+    for (var i = 0; frames.length > i; i++) if (frames[i].style.display !== 'none') return i;
+    return -1;
+  }
+  function press(name, key, alt) {
+    var e = new KeyboardEvent('keydown', {key: key, altKey: alt, bubbles: true, cancelable: true});
+    document.dispatchEvent(e);
+    out.push(name, shown(), e.defaultPrevented ? 1 : 0);
+  }
+  press('end', 'End', false);
+  press('home', 'Home', false);
+  press('right', 'ArrowRight', false);
+  press('left', 'ArrowLeft', false);
+  press('down', 'ArrowDown', false);
+  press('altright', 'ArrowRight', true);
+  var pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = 'PROBE ' + out.join(' ') + ' END';
+  document.body.appendChild(pre);
+})();
+</script>
+)";
+
+// The page of `ring_demo <args>` in headless Chromium: the probe's words, in order.
+std::vector<std::string> probe_page(const std::string& chromium, const std::string& args) {
+  const fs::path html = tmp_dir() / "probe_source.html", page = tmp_dir() / "probe.html";
+  const RunResult r = run(args + " --html " + html.string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::string h = read_text(html.string());
+  const size_t body = h.rfind("</body>");
+  if (body == std::string::npos) return {};
+  h.insert(body, kProbe);
+  std::ofstream(page) << h;
+  const RunResult dom = engine::testing::run(
+      "(timeout 120 " + chromium +
+      " --headless --no-sandbox --disable-gpu --no-first-run --window-size=1280,800 --dump-dom "
+      "file://" +
+      page.string() + " 2> /dev/null)");
+  const size_t at = dom.output.rfind("PROBE "), end = dom.output.find(" END", at);
+  if (at == std::string::npos || end == std::string::npos) {
+    ADD_FAILURE() << "no probe result from " << chromium << ":\n" << dom.output.substr(0, 2000);
+    return {};
+  }
+  std::istringstream in(dom.output.substr(at + 6, end - at - 6));
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// Issues 21 and 27: the first frame fits a 1280 x 800 window (it spanned 388-918 px), and the keys
+// the page handles (arrows, Home, End) do not also scroll it; the browser keeps the others.
+TEST_F(RingDemo, PageFitsA1280By800WindowAndItsKeysDoNotScroll) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) GTEST_SKIP() << "no headless Chromium (Debian: chromium-headless-shell)";
+  for (const char* args :
+       {"", "--world-size 2", "--world-size 8 --count 16", "--world-size 16 --count 32"}) {
+    SCOPED_TRACE(args);
+    const std::vector<std::string> w = probe_page(chromium, args);
+    ASSERT_EQ(w.size(), 7u + 6 * 3) << ::testing::PrintToString(w);
+    ASSERT_EQ(w[0], "box");
+    const double left = std::stod(w[1]), top = std::stod(w[2]), right = std::stod(w[3]),
+                 bottom = std::stod(w[4]);
+    EXPECT_EQ(w[5], "1280");
+    EXPECT_EQ(w[6], "800");
+    EXPECT_GE(left, 0);
+    EXPECT_GE(top, 0);
+    EXPECT_LE(right, 1280);
+    EXPECT_LE(bottom, 800) << "the first frame ends below the window";
+    const int frames = [&] {
+      std::istringstream a(args);
+      std::string flag;
+      int world = 4;  // ring_demo's default
+      while (a >> flag)
+        if (flag == "--world-size") a >> world;
+      return 2 * (world - 1) + 1;
+    }();
+    // name, frame shown after the key, taken by the page (1) or left to the browser (0)
+    const std::vector<std::vector<std::string>> want = {{"end", std::to_string(frames - 1), "1"},
+                                                        {"home", "0", "1"},
+                                                        {"right", "1", "1"},
+                                                        {"left", "0", "1"},
+                                                        {"down", "0", "0"},
+                                                        {"altright", "0", "0"}};
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_EQ(std::vector<std::string>(w.begin() + 7 + 3 * k, w.begin() + 10 + 3 * k), want[k]);
   }
 }
 

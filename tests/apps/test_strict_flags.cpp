@@ -107,8 +107,8 @@ TEST_F(StrictFlags, EmptyTrainingSetIsRefusedNamingTheFile) {
                  {empty + "/train-images-idx3-ubyte.gz: the training set is empty (0 images)"});
 }
 
-// apps/flags refuses overflowing and non-finite numbers for every program (gpu_selftest has no
-// numeric flag).
+// apps/flags refuses overflowing and non-finite numbers for every program (gpu_selftest's only
+// numbers are those of --child, the two-rank checks' child processes).
 TEST(StrictFlagsEveryProgram, NumbersOverflowOrNotFiniteExitTwoNamingTheFlag) {
   struct Case {
     const char *program, *args, *flag;
@@ -129,6 +129,10 @@ TEST(StrictFlagsEveryProgram, NumbersOverflowOrNotFiniteExitTwoNamingTheFlag) {
       {"allreduce_bench", "--timeout 9999999999999", "--timeout must be in (0, 604800] seconds"},
       {"bench_kernels", "--threads 99999999999999999999", "--threads"},
       {"bench_kernels", "--threads 100000", "--threads must be 0 .. 1024"},
+      {"gpu_selftest", "--child ring x 2 /tmp", "--child RANK: 'x' is not an integer"},
+      {"gpu_selftest", "--child ring 0 99999999999999999999 /tmp", "--child WORLD"},
+      {"gpu_selftest", "--child ring 2 2 /tmp", "--child RANK must be 0 .. 1"},
+      {"gpu_selftest", "--child ring 0 2", "--child takes BACKEND RANK WORLD DIR"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.program) + " " + c.args);

@@ -6,7 +6,7 @@
 
 #include "io/atomic_file.h"
 #include "tests/apps/train_fixture.h"
-#include "tests/apps/xml_check.h"
+#include "tests/common/xml_check.h"
 
 using namespace engine;
 using namespace engine::testing;

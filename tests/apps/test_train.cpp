@@ -147,6 +147,60 @@ TEST_F(TrainTest, LossFallsAndMetricsAreWritten) {
   EXPECT_GT(rows[2].at("test_acc").get<double>(), 0.9);
 }
 
+namespace {
+
+// The pieces of text a terminal shows as lines: output cut at '\r' and '\n', empty ones dropped.
+std::vector<std::string> screen_lines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::string cur;
+  for (char c : out) {
+    if (c != '\r' && c != '\n') {
+      cur += c;
+      continue;
+    }
+    if (!cur.empty()) lines.push_back(cur);
+    cur.clear();
+  }
+  if (!cur.empty()) lines.push_back(cur);
+  return lines;
+}
+
+}  // namespace
+
+// Issue 21: on a terminal the bar fits the width (60 columns here: the pseudo-terminal of `script`
+// has no size, so COLUMNS says it) and counts to where the run ends under --steps and --resume,
+// not to the epoch's 32 batches; the plain lines of a pipe count the same.
+TEST_F(TrainTest, ProgressFitsTheTerminalAndCountsToTheRunsEnd) {
+  if (run("command -v script").code != 0) GTEST_SKIP() << "script (util-linux) is missing";
+  const std::string common = kTrain + " --model linear --threads 1 --batch-size 16 --data-dir " +
+                             data_ + " --checkpoint " + path("ck.safetensors");
+  auto on_terminal = [&](const std::string& args) {
+    return run("script -qec 'COLUMNS=60 " + common + " " + args + "' /dev/null < /dev/null");
+  };
+  const RunResult first = on_terminal("--steps 10");
+  ASSERT_EQ(first.code, 0) << first.output;
+  const RunResult resumed = on_terminal("--steps 20 --resume " + path("ck.safetensors"));
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  for (const RunResult* r : {&first, &resumed}) {
+    int bars = 0;
+    for (const std::string& l : screen_lines(r->output)) {
+      if (l.find('[') == std::string::npos) continue;
+      ++bars;
+      EXPECT_LE(l.size(), 59u) << "'" << l << "'";
+      EXPECT_EQ(l.find("/32"), std::string::npos) << "'" << l << "'";
+    }
+    EXPECT_GE(bars, 1) << r->output;
+    EXPECT_EQ(r->output.find("\n\r\n"), std::string::npos) << "an empty line:\n" << r->output;
+  }
+  EXPECT_NE(first.output.find("10/10 "), std::string::npos) << first.output;
+  EXPECT_NE(resumed.output.find("20/20 "), std::string::npos) << resumed.output;
+  const RunResult plain = run(common + " --steps 20");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("Rank 0, epoch 0, batch 20/20: loss "), std::string::npos)
+      << plain.output;
+  EXPECT_EQ(plain.output.find('\r'), std::string::npos) << plain.output;
+}
+
 TEST_F(TrainTest, ResumeEqualsAnUninterruptedRunBitForBit) {
   // simplecnn with dropout on, so the RNG state must be restored too; the break falls mid-epoch.
   std::string common =

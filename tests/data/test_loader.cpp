@@ -1,6 +1,4 @@
 // Tests data/batch.h and data/loader.h over an in-memory split whose pixels name their sample.
-#include "data/loader.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/batch.h"
+#include "data/loader.h"
 
 namespace engine::data {
 namespace {
@@ -232,6 +231,36 @@ TEST(BatchLoader, Errors) {
     EXPECT_NE(m.find("rank 2"), std::string::npos) << m;
   }
   EXPECT_THROW(BatchLoader(s, V{1}, 0, false, false, 0, 0), Error);
+}
+
+// next() waits at most the timeout for the prefetch thread, then throws TimeoutError naming the
+// rank, the epoch and the batch; the batch still comes to a later next().
+TEST(BatchLoader, NextTimesOutNamingRankEpochAndBatchThenGoesOn) {
+  constexpr int64_t n = 4096;  // 4096 images of 28 x 28: one batch takes the worker milliseconds
+  const MnistSplit s = fake_split(n, 28, 28);
+  V idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  BatchLoader l(s, idx, n, false, false, 0, 3, 1);
+  l.set_next_timeout(std::chrono::milliseconds(1));
+  Batch b;
+  std::string message;
+  // The worker may win the race on an attempt; it cannot win fifty in a row.
+  for (int attempt = 0; attempt < 50 && message.empty(); ++attempt) {
+    l.start_epoch(7);
+    try {
+      l.next(&b);
+    } catch (const TimeoutError& e) {
+      message = e.what();
+    }
+  }
+  ASSERT_FALSE(message.empty()) << "next() never timed out";
+  EXPECT_NE(message.find("BatchLoader (rank 3, epoch 7): waited 1 ms"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("batch 0 of 1"), std::string::npos) << message;
+  l.set_next_timeout(std::chrono::seconds(60));
+  ASSERT_TRUE(l.next(&b));
+  EXPECT_EQ(b.size, n);
+  EXPECT_FALSE(l.next(&b));
 }
 
 }  // namespace

@@ -1,12 +1,11 @@
 // Tests data/partition.h: the tutorials' DataPartitioner, checked against CPython 3.11.
-#include "data/partition.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
+#include "data/partition.h"
 
 namespace engine::data {
 namespace {

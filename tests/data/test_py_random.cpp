@@ -1,11 +1,10 @@
 // Tests data/py_random.h against values printed by CPython 3.11 (commands in the comments).
-#include "data/py_random.h"
-
 #include <gtest/gtest.h>
 
 #include <numeric>
 
 #include "core/error.h"
+#include "data/py_random.h"
 
 namespace engine::data {
 namespace {

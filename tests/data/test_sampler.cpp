@@ -1,12 +1,11 @@
 // Tests data/shuffle.h and data/sampler.h (DistributedSampler's PyTorch semantics).
-#include "data/sampler.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
+#include "data/sampler.h"
 #include "data/shuffle.h"
 
 namespace engine::data {

@@ -1,14 +1,13 @@
 // tests/data/test_upload.cpp: BatchUploader hands out each staged batch unchanged, slot after
 // slot, on the CPU and on a GPU (skipped with "no CUDA device" where none answers), and refuses
 // batches that do not fit.
-#include "data/upload.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "data/upload.h"
 
 namespace engine::data {
 namespace {

@@ -1,5 +1,5 @@
-// apps/error_file.cpp: see error_file.h.
-#include "apps/error_file.h"
+// io/torchelastic_error.cpp: see torchelastic_error.h.
+#include "io/torchelastic_error.h"
 
 #include <cctype>
 #include <chrono>
@@ -11,7 +11,7 @@
 
 #include "io/atomic_file.h"
 
-namespace engine::apps {
+namespace engine {
 
 constexpr std::chrono::milliseconds kDerivedFailureGrace{500};
 
@@ -60,4 +60,4 @@ void write_torchelastic_error_file(const std::string& message) {
   if (derived) std::this_thread::sleep_for(kDerivedFailureGrace);
 }
 
-}  // namespace engine::apps
+}  // namespace engine

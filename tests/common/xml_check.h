@@ -1,4 +1,4 @@
-// tests/apps/xml_check.h: whether the SVG and HTML pages the programs write are well-formed XML,
+// tests/common/xml_check.h: whether the SVG and HTML pages the programs write are well-formed XML,
 // as libxml2 (Debian libxml2-dev) parses them: one root element, tags nested and closed,
 // attributes quoted and unique, only the predefined entities and character references, no raw
 // '<' or '&' in text. The pages are written as XML (HTML5 accepts it), so they are parsed as such.

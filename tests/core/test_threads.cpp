@@ -1,23 +1,25 @@
-// tests/apps/test_threads.cpp: the default thread count of a rank (apps/threads.h).
+// tests/core/test_threads.cpp: the default thread count of a rank (core/threads.h).
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
-#include "apps/threads.h"
+#include "core/threads.h"
 #include "io/error.h"
 
-using namespace engine::apps;
+using namespace engine;
 
 namespace {
 
-int threads_with(const std::map<std::string, std::string>& vars, int cores) {
-  return default_threads(
-      [&](const char* name) -> const char* {
-        auto it = vars.find(name);
-        return it == vars.end() ? nullptr : it->second.c_str();
-      },
-      cores);
+// scheduler_tasks < 0: no scheduler count given.
+int threads_with(const std::map<std::string, std::string>& vars, int cores,
+                 int scheduler_tasks = -1) {
+  const EnvLookup env = [&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  if (scheduler_tasks < 0) return default_threads(env, cores);
+  return default_threads(env, cores, [&] { return scheduler_tasks; });
 }
 
 }  // namespace
@@ -37,9 +39,24 @@ TEST(DefaultThreads, CoresSharedByTheRanksOfThisHost) {
   EXPECT_EQ(threads_with({{"LOCAL_WORLD_SIZE", "4"}}, 16), 4);
   EXPECT_EQ(threads_with({{"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}}, 16), 5);
   EXPECT_EQ(threads_with({{"LOCAL_WORLD_SIZE", "8"}}, 2), 1) << "at least 1";
-  EXPECT_EQ(threads_with({{"SLURM_STEP_TASKS_PER_NODE", "2(x3),8"}, {"SLURM_NODEID", "3"}}, 16), 2);
-  EXPECT_EQ(threads_with({{"SLURM_TASKS_PER_NODE", "2(x3),8"}, {"SLURM_NODEID", "1"}}, 16), 8);
-  EXPECT_EQ(threads_with({{"SLURM_TASKS_PER_NODE", "4"}}, 16), 4) << "SLURM_NODEID unset: node 0";
+}
+
+// The job scheduler's count of this node's tasks (train passes Slurm's, comm/slurm_env.h
+// local_task_count, tested in tests/comm/test_slurm_env.cpp) when the launchers' variables are
+// unset; 0 when it knows none.
+TEST(DefaultThreads, TheSchedulersTaskCountWhenNoLauncherSaid) {
+  EXPECT_EQ(threads_with({}, 16, 2), 8);
+  EXPECT_EQ(threads_with({}, 16, 0), 16);
+  EXPECT_EQ(threads_with({}, 3, 4), 1) << "at least 1";
+  EXPECT_EQ(threads_with({{"LOCAL_WORLD_SIZE", "4"}}, 16, 8), 4);
+  EXPECT_EQ(threads_with({{"OMP_NUM_THREADS", "3"}}, 16, 8), 3);
+  // Asked only when needed: a malformed Slurm variable must not fail a torchrun job.
+  int asked = 0;
+  const EnvLookup env = [](const char* name) -> const char* {
+    return std::string(name) == "LOCAL_WORLD_SIZE" ? "2" : nullptr;
+  };
+  EXPECT_EQ(default_threads(env, 16, [&] { return ++asked, 8; }), 8);
+  EXPECT_EQ(asked, 0);
 }
 
 TEST(DefaultThreads, BadEngineThreadsIsAnErrorNamingIt) {

@@ -1,19 +1,16 @@
-// apps/threads.cpp: see threads.h.
-#include "apps/threads.h"
+// core/threads.cpp: see threads.h.
+#include "core/threads.h"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 
-#include "apps/flags.h"
-#include "comm/slurm_env.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
-namespace engine::apps {
+namespace engine {
 namespace {
 
 // The leading positive integer of s ("4" or "4,2"), or 0.
@@ -36,14 +33,10 @@ int engine_threads(const char* e) {
   return static_cast<int>(n);
 }
 
-int local_ranks(const EnvLookup& env) {
+int local_ranks(const EnvLookup& env, const std::function<int()>& scheduler_tasks) {
   for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
     if (int n = leading_positive(env(name))) return n;
-  auto nonempty = [&](const char* name) -> const char* {
-    const char* v = env(name);
-    return v && *v ? v : nullptr;
-  };
-  return std::max(1, comm::slurm::local_task_count(nonempty));
+  return std::max(1, scheduler_tasks ? scheduler_tasks() : 0);
 }
 
 }  // namespace
@@ -55,10 +48,10 @@ int usable_cores() {
   return hardware_threads();
 }
 
-int default_threads(const EnvLookup& env, int cores) {
+int default_threads(const EnvLookup& env, int cores, const std::function<int()>& scheduler_tasks) {
   if (int n = engine_threads(env("ENGINE_THREADS"))) return n;
   if (int n = leading_positive(env("OMP_NUM_THREADS"))) return n;
-  return std::max(1, cores / local_ranks(env));
+  return std::max(1, cores / local_ranks(env, scheduler_tasks));
 }
 
-}  // namespace engine::apps
+}  // namespace engine

@@ -1,9 +1,9 @@
-// apps/train/device_choice.cpp: pick_device (see device_choice.h).
-#include "apps/train/device_choice.h"
+// core/device_choice.cpp: pick_device (see device_choice.h).
+#include "core/device_choice.h"
 
 #include "core/error.h"
 
-namespace engine::apps {
+namespace engine {
 
 DeviceChoice pick_device(const std::string& device, int visible, const std::string& why_none,
                          int local_rank, int local_size, int rank) {
@@ -21,4 +21,4 @@ DeviceChoice pick_device(const std::string& device, int visible, const std::stri
               visible, " ranks per host");
 }
 
-}  // namespace engine::apps
+}  // namespace engine

@@ -1,9 +1,9 @@
-// apps/train/profile.h: `train --profile`: where a training step's time goes, per layer and phase,
+// nn/report/profile.h: `train --profile`: where a training step's time goes, per layer and phase,
 // computed from the run's own trace events (core/trace.h).
 #pragma once
 #include <string>
 
-namespace engine::apps {
+namespace engine::nn {
 
 // A table of milliseconds per step, share of the step and GFLOP/s, from the events of rank 0's
 // main thread in trace_json (the JSON of trace::to_json()). With fma_peak_gflops > 0 (the FP32
@@ -12,4 +12,4 @@ namespace engine::apps {
 std::string profile_table(const std::string& trace_json, double fma_peak_gflops = 0,
                           int peak_threads = 0);
 
-}  // namespace engine::apps
+}  // namespace engine::nn

@@ -1,5 +1,5 @@
-// tests/apps/test_plot.cpp: the training plot of apps/train/plot: well-formed SVG (libxml2,
-// tests/apps/xml_check.h) for typical, long, empty and odd inputs; nice axis ticks.
+// tests/nn/test_training_plot.cpp: the training plot of nn/report/training_plot: well-formed SVG
+// (libxml2, tests/common/xml_check.h) for typical, long, empty and odd inputs; nice axis ticks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "apps/train/plot.h"
 #include "core/error.h"
-#include "tests/apps/xml_check.h"
+#include "nn/report/training_plot.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/xml_check.h"
 
 namespace {
 
-using engine::apps::nice_ticks;
-using engine::apps::training_plot_svg;
+using engine::nn::nice_ticks;
+using engine::nn::training_plot_svg;
 
 std::map<std::string, int> expect_well_formed(const std::string& svg) {
   const engine::testing::XmlCheck x = engine::testing::check_xml(svg);
@@ -81,8 +81,8 @@ TEST(TrainingPlot, NiceTicksAreRoundAndCoverTheRange) {
 TEST(TrainingPlot, WritesTheFile) {
   const engine::testing::TempDir dir;
   const std::string path = dir.file("plot.svg");
-  engine::apps::write_training_plot(path, {3, 2, 1}, {{3, 0.5}}, "t");
+  engine::nn::write_training_plot(path, {3, 2, 1}, {{3, 0.5}}, "t");
   expect_well_formed(engine::testing::read_text(path));
-  EXPECT_THROW(engine::apps::write_training_plot("/nonexistent/dir/p.svg", {1}, {}, "t"),
+  EXPECT_THROW(engine::nn::write_training_plot("/nonexistent/dir/p.svg", {1}, {}, "t"),
                engine::Error);
 }

@@ -1,11 +1,11 @@
-// apps/train/device_choice.h: which device a rank of `train` works on, as a pure function of what
-// it sees (tested on the CPU: tests/apps/test_device_choice.cpp).
+// core/device_choice.h: which device a rank of `train` works on, as a pure function of what it
+// sees (tested on the CPU: tests/core/test_device_choice.cpp).
 #pragma once
 #include <string>
 
 #include "core/device.h"
 
-namespace engine::apps {
+namespace engine {
 
 struct DeviceChoice {
   Device device;
@@ -23,4 +23,4 @@ struct DeviceChoice {
 DeviceChoice pick_device(const std::string& device, int visible, const std::string& why_none,
                          int local_rank, int local_size, int rank);
 
-}  // namespace engine::apps
+}  // namespace engine

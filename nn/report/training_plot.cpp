@@ -1,14 +1,15 @@
-// apps/train/plot.cpp: see plot.h. Plain SVG 1.1: lines, polylines, circles and text; no script.
-#include "apps/train/plot.h"
+// nn/report/training_plot.cpp: see training_plot.h. Plain SVG 1.1: lines, polylines, circles and
+// text; no script.
+#include "nn/report/training_plot.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "apps/svg_text.h"
 #include "io/atomic_file.h"
+#include "io/svg_text.h"
 
-namespace engine::apps {
+namespace engine::nn {
 namespace {
 
 constexpr double kWidth = 820, kHeight = 610;
@@ -294,4 +295,4 @@ void write_training_plot(const std::string& path, const std::vector<double>& ste
   write_file_atomic(path, training_plot_svg(step_loss, epoch_acc, title));
 }
 
-}  // namespace engine::apps
+}  // namespace engine::nn

@@ -1,15 +1,15 @@
-// apps/error_file.h: torchelastic's error file. torchrun's agent gives every worker a path in
+// io/torchelastic_error.h: torchelastic's error file. torchrun's agent gives every worker a path in
 // TORCHELASTIC_ERROR_FILE; a worker that fails writes there the JSON that PyTorch's @record
 // (ErrorHandler.record_exception) writes, and torchrun's failure summary then shows that message
-// and names the rank with the smallest timestamp as the root cause. run_program writes it for
-// every program that stops on an error.
+// and names the rank with the smallest timestamp as the root cause. apps/program.cpp's run_program
+// writes it for every program that stops on an error.
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "io/json.h"
 
-namespace engine::apps {
+namespace engine {
 
 // {"message": {"message": M, "extraInfo": {"py_callstack": M, "timestamp": "<unix seconds>"}}},
 // as torch writes it. torch reads "message" and the timestamp (a decimal string) and shows
@@ -28,4 +28,4 @@ bool names_another_rank(const std::string& message, int rank);
 // out of its summary). Never throws; a file that cannot be written is reported on stderr.
 void write_torchelastic_error_file(const std::string& message);
 
-}  // namespace engine::apps
+}  // namespace engine

@@ -1,12 +1,12 @@
-// tests/apps/test_device_choice.cpp: which device a rank of train picks (apps/train/
-// device_choice.h), issue 14 finding 7: a rank that sees exactly one GPU (CUDA_VISIBLE_DEVICES per
-// rank, Slurm --gpus-per-task=1) uses it whatever its local rank.
+// tests/core/test_device_choice.cpp: which device a rank of train picks (core/device_choice.h),
+// issue 14 finding 7: a rank that sees exactly one GPU (CUDA_VISIBLE_DEVICES per rank, Slurm
+// --gpus-per-task=1) uses it whatever its local rank.
 #include <gtest/gtest.h>
 
-#include "apps/train/device_choice.h"
+#include "core/device_choice.h"
 #include "tests/common/expect_error.h"
 
-namespace engine::apps {
+namespace engine {
 namespace {
 
 const char kNoDriver[] = "no CUDA device: no NVIDIA driver is installed";
@@ -50,4 +50,4 @@ TEST(PickDevice, FewerGpusThanLocalRanksIsAnErrorNamingTheRank) {
 }
 
 }  // namespace
-}  // namespace engine::apps
+}  // namespace engine

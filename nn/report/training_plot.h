@@ -1,12 +1,13 @@
-// apps/train/plot.h: `train --plot FILE.svg`: a small SVG writer of our own that draws the loss of
-// every step and the test accuracy after each epoch, readable in any browser or image viewer.
+// nn/report/training_plot.h: `train --plot FILE.svg`: a small SVG writer of our own that draws the
+// loss of every step and the test accuracy after each epoch, readable in any browser or image
+// viewer.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace engine::apps {
+namespace engine::nn {
 
 // step_loss[i] is the training loss of step i+1 (non-finite values are skipped and counted).
 // epoch_acc holds (step at the end of the epoch, test accuracy) pairs; accuracies all <= 1 are
@@ -25,4 +26,4 @@ void write_training_plot(const std::string& path, const std::vector<double>& ste
 // Round tick values covering [lo, hi] with about `target` intervals (steps of 1, 2 or 5 x 10^k).
 std::vector<double> nice_ticks(double lo, double hi, int target);
 
-}  // namespace engine::apps
+}  // namespace engine::nn

@@ -1,10 +1,10 @@
-// apps/svg_text.h: the text helpers every SVG/HTML writer of the programs shares (ring_demo's
-// pictures, train --plot, trace_svg): printf into a std::string, and XML escaping.
+// io/svg_text.h: the text helpers every SVG/HTML writer shares (ring_demo's pictures, train
+// --plot, trace_svg): printf into a std::string, and XML escaping.
 #pragma once
 #include <cstdio>
 #include <string>
 
-namespace engine::apps {
+namespace engine {
 
 template <class... Args>
 std::string fmt(const char* f, Args... args) {
@@ -39,4 +39,4 @@ inline std::string xml_escape(const std::string& s) {
   return out;
 }
 
-}  // namespace engine::apps
+}  // namespace engine
