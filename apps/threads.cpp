@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "apps/flags.h"
-#include "comm/slurm_env.h"
+#include "comm/rendezvous/slurm_env.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "comm/mem_store.h"
-#include "comm/rendezvous.h"
+#include "comm/rendezvous/mem_store.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/common/temp_dir.h"
 
