@@ -16,12 +16,13 @@
 #include "apps/allreduce_bench/runner.h"
 #include "apps/allreduce_bench/spawn.h"
 #include "apps/program.h"
-#include "comm/cuda_ipc_ring.h"
-#include "comm/ipc_peers.h"
-#include "comm/mpi_world.h"
-#include "comm/nccl_communicator.h"
-#include "comm/rendezvous.h"
-#include "comm/socket.h"
+#include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
+#include "comm/backends/cuda_ipc/ipc_peers.h"
+#include "comm/backends/mpi/mpi_backend.h"
+#include "comm/backends/mpi/mpi_world.h"
+#include "comm/backends/nccl/nccl_group.h"
+#include "comm/rendezvous/rendezvous.h"
+#include "comm/transport/socket.h"
 #include "core/cuda_backend.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -40,11 +41,11 @@ std::string mpi_text() {
 // What a rank on a CUDA device runs with; the text is for the "# device" line.
 struct CudaSetup {
   engine::allreduce_bench::Backend backend;
-  std::unique_ptr<engine::comm::NcclCommunicator> nccl;
+  std::unique_ptr<engine::comm::NcclGroup> nccl;
   std::string devices, backend_text;
 };
 
-// Picks this rank's GPU and builds what moves the data: an NcclCommunicator (through the store
+// Picks this rank's GPU and builds what moves the data: an NcclGroup (through the store
 // the ranks met at), the CUDA IPC ring attached to comm, or nothing (comm stages through host
 // memory).
 CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
@@ -64,10 +65,9 @@ CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
     engine::comm::NcclOptions o;
     o.timeout = timeout;
     o.key = "allreduce_bench/nccl";
-    s.nccl = std::make_unique<engine::comm::NcclCommunicator>(store, comm.rank(), comm.size(),
-                                                              device, o);
+    s.nccl = std::make_unique<engine::comm::NcclGroup>(store, comm.rank(), comm.size(), device, o);
     s.backend.nccl = s.nccl.get();
-    s.backend_text = "nccl (comm::NcclCommunicator, NCCL " + ab::nccl_version() +
+    s.backend_text = "nccl (comm::NcclGroup, NCCL " + ab::nccl_version() +
                      "); the host transport only lines the ranks up and combines the times";
   } else if (cfg.mpi()) {
     comm.set_backend(engine::DeviceKind::CUDA,

@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-#include "comm/mpi_world.h"
+#include "comm/backends/mpi/mpi_world.h"
 #include "io/torchelastic_error.h"
 
 namespace engine::apps {
@@ -32,7 +32,8 @@ int run_program(const char* name, int argc, char** argv,
                 const std::function<int(int argc, char** argv)>& body) {
   try {
     const int code = body(argc, argv);
-    // A clean exit ends MPI here; any other leaves it to MPI_Abort at exit (comm/mpi_world.h).
+    // A clean exit ends MPI here; any other leaves it to MPI_Abort at exit
+    // (comm/backends/mpi/mpi_world.h).
     if (code == 0) comm::mpi_finalize();
     return code;
   } catch (const UsageError& e) {

@@ -59,7 +59,7 @@ if(NOT ENGINE_MPI STREQUAL "OFF")
   find_package(MPI COMPONENTS C)
   if(MPI_C_FOUND)
     set(ENGINE_HAS_MPI ON)
-    # comm/mpi_*.cpp compile their MPI code; the rest of the engine asks comm/mpi_world.h.
+    # comm/backends/mpi/ and comm/rendezvous/mpi_meet.cpp compile their MPI code; the rest of the engine asks comm/backends/mpi/mpi_world.h.
     add_compile_definitions(ENGINE_WITH_MPI=1)
   endif()
   if(ENGINE_MPI STREQUAL "ON" AND NOT ENGINE_HAS_MPI)

@@ -1,7 +1,7 @@
 // comm/communicator.cpp: the Communicator's execution (inline or on the communication thread, in
 // call order), its collectives on raw host buffers (the CPU backend's host_buffers: the
-// algorithms of comm/algorithms.h, or MPI's) and point-to-point messages. The Tensor overloads and
-// the backends' choice are in communicator_tensor.cpp.
+// algorithms of comm/algorithms/algorithms.h, or MPI's) and point-to-point messages. The Tensor
+// overloads and the backends' choice are in communicator_tensor.cpp.
 #include "comm/communicator.h"
 
 #include <cstdio>

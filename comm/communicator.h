@@ -1,15 +1,15 @@
 // comm/communicator.h: the Communicator - collectives and point-to-point messages among the W ranks
 // of a job, on CPU buffers (raw pointers, or engine::Tensor on the CPU). Made by
-// init_communicator() or connect_communicator() (comm/rendezvous.h), or make_mem_communicators()
-// for ranks as threads.
+// init_communicator() or connect_communicator() (comm/rendezvous/rendezvous.h), or
+// make_mem_communicators() for ranks as threads.
 //
 // Sizes: `count` is elements of `dtype`; buffers hold count elements unless said otherwise.
 // Collectives run in call order. Each carries a sequence number and a fingerprint (op, count,
 // dtype, reduce op, root) that peers check: ranks that call different collectives or sizes get an
 // engine::Error naming the ranks and both calls. Every wait is bounded by the timeout (default
 // 300 s); an engine::TimeoutError names the rank(s) that stopped making progress and why - gone,
-// frozen, unreachable, alive but not progressing (comm/blame.h) - or, when no rank can be blamed,
-// the rank waited for. A dead peer is an engine::Error naming it. After any such error the
+// frozen, unreachable, alive but not progressing (comm/health/blame.h) - or, when no rank can be
+// blamed, the rank waited for. A dead peer is an engine::Error naming it. After any such error the
 // communicator is broken: every later call throws.
 //
 // Async: the *_async calls and submit() queue work on a communication thread that this object owns;
@@ -17,8 +17,8 @@
 //
 // A facade: it numbers the calls and makes their fingerprints, runs them in order (inline or on
 // the communication thread), owns point-to-point, and hands each collective to an algorithm
-// (comm/algorithms.h: raw host buffers) or to the backend of the tensors' device (comm/backend.h:
-// host for CPU tensors; staged, ipc or nccl for CUDA tensors).
+// (comm/algorithms/algorithms.h: raw host buffers) or to the backend of the tensors' device
+// (comm/backends/backend.h: host for CPU tensors; staged, ipc or nccl for CUDA tensors).
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -30,14 +30,14 @@
 #include <thread>
 #include <vector>
 
-#include "comm/algorithms.h"
-#include "comm/backend.h"
-#include "comm/deadline.h"
-#include "comm/frame.h"
-#include "comm/reduce.h"
-#include "comm/ring.h"
-#include "comm/store.h"
-#include "comm/transport.h"
+#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/ring_schedule.h"
+#include "comm/backends/backend.h"
+#include "comm/base/deadline.h"
+#include "comm/base/frame.h"
+#include "comm/base/reduce.h"
+#include "comm/base/store.h"
+#include "comm/transport/transport.h"
 #include "core/tensor.h"
 #include "io/dtype.h"
 
@@ -123,8 +123,7 @@ class Communicator {
   // unpack). fn runs on the communication thread; its collectives run there inline.
   Work submit(std::function<void(Communicator&)> fn);
 
-  // --- Tensor overloads: CPU tensors, and CUDA tensors (below)
-  // ------------------------------------
+  // --- Tensor overloads: CPU tensors, and CUDA tensors (below) --------------------------------
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   void broadcast(const Tensor& t, int root);
   void reduce(const Tensor& t, ReduceOp op, int root);
@@ -139,21 +138,21 @@ class Communicator {
   Work all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   Work broadcast_async(const Tensor& t, int root);
 
-  // --- CUDA tensors
-  // ------------------------------------------------------------------------------- The blocking
-  // Tensor overloads and the *_async ones take CUDA tensors (one device per call). Three paths, the
-  // first that applies:
+  // --- CUDA tensors -----------------------------------------------------------------------------
+  // The blocking Tensor overloads and the *_async ones take CUDA tensors (one device per call).
+  // Three paths, the first that applies:
   //   nccl    attach_nccl(): every collective NCCL has (all_reduce, broadcast, reduce, all_gather,
   //           reduce_scatter, send, recv) runs on NCCL, on the device's comm stream;
   //   ipc     attach_ipc_ring(): float32 all_reduce runs on the CUDA IPC ring
-  //           (comm/cuda_ipc_ring.h), our own reduce-copy kernel between the GPUs of one host;
+  //           (comm/backends/cuda_ipc/cuda_ipc_ring.h), our own reduce-copy kernel between the
+  //           GPUs of one host;
   //   staged  otherwise: the tensors are copied, on the comm stream after the compute work queued
   //           so far, into this communicator's pinned host buffer, the collective runs on the ring
   //           and transports above, and the results are copied back; compute waits for that copy.
   // Every path returns with the result in place (the host waited for it, bounded by the timeout),
   // and runs in call order with the other collectives. isend/irecv take CPU tensors only.
-  // Both build their backend (comm/backend.h) and hand it to set_backend for CUDA tensors.
-  void attach_nccl(std::unique_ptr<NcclCommunicator> nccl);
+  // Both build their backend (comm/backends/backend.h) and hand it to set_backend for CUDA tensors.
+  void attach_nccl(std::unique_ptr<NcclGroup> nccl);
   void attach_ipc_ring(std::unique_ptr<CudaIpcRing> ring);
   // The backend for tensors of one device kind (the defaults: host for CPU, staged for CUDA).
   // Between collectives only: not while work is queued.
@@ -162,12 +161,20 @@ class Communicator {
   std::string cuda_path() const { return cuda_->name(); }
   // "host" (the ring, chain and direct algorithms) or "mpi": how collectives move CPU tensors.
   std::string host_path() const { return host_->name(); }
-  // The attached NCCL communicator, or null (gradient sync queues on it directly).
-  NcclCommunicator* nccl() { return nccl_; }
   // all_reduce of a CUDA tensor that waits on the device only for `ready` (an event of the
   // tensor's device) instead of for all compute work queued before the call: gradient sync
   // starts a bucket once its own gradients are written, while backward goes on.
   void all_reduce_after(const Tensor& t, ReduceOp op, const cuda::Event& ready);
+  // True when the CUDA backend can queue an all_reduce on the device and return at once (nccl).
+  bool queues_all_reduce() const { return cuda_->queues_all_reduce(); }
+  // That queued all_reduce: on the CUDA backend's stream after `ready` (an event of t's device),
+  // returning at once with an event recorded after it, which the caller makes its compute stream
+  // wait on (gradient sync: no thread, no host wait). Not numbered among the collectives nor run
+  // on the communication thread: the backend orders it on its stream and bounds it (NCCL's
+  // watchdog). Only where queues_all_reduce().
+  cuda::Event all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready);
+  // Throws the error of a queued all_reduce that failed, if any.
+  void check_queued() const { cuda_->check_queued(); }
   // The rendezvous store (null for communicators made without one).
   std::shared_ptr<Store> store() const { return store_; }
 
@@ -191,7 +198,6 @@ class Communicator {
 
   std::unique_ptr<Backend> host_ = make_host_backend();
   std::unique_ptr<Backend> cuda_ = make_staged_backend();
-  NcclCommunicator* nccl_ = nullptr;  // cuda_'s, when attach_nccl() made it
 
   std::shared_ptr<Transport> transport_;
   CommOptions opts_;

@@ -1,9 +1,7 @@
 // comm/communicator_tensor.cpp: the Communicator's Tensor overloads. Each checks its tensors, then
-// hands the call to the backend of their device (comm/backend.h): host for CPU tensors, and for
-// CUDA tensors the one attached (nccl, ipc) or staged through pinned host memory.
+// hands the call to the backend of their device (comm/backends/backend.h): host for CPU tensors,
+// and for CUDA tensors the one attached (nccl, ipc) or staged through pinned host memory.
 #include "comm/communicator.h"
-#include "comm/cuda_ipc_ring.h"
-#include "comm/nccl_communicator.h"
 #include "core/error.h"
 
 namespace engine::comm {
@@ -33,7 +31,6 @@ void check_parts(const Tensor& whole, const Tensor& part, int world, const char*
 Communicator::~Communicator() {
   shutdown();
   // The CUDA backend (NCCL, IPC resources, the staging buffer) goes first; none of them throws.
-  nccl_ = nullptr;
   cuda_.reset();
 }
 
@@ -43,22 +40,16 @@ void Communicator::set_backend(DeviceKind kind, std::unique_ptr<Backend> backend
     host_ = std::move(backend);
     return;
   }
-  nccl_ = nullptr;
   cuda_ = std::move(backend);
 }
 
-void Communicator::attach_nccl(std::unique_ptr<NcclCommunicator> nccl) {
-  ENGINE_CHECK(nccl && nccl->rank() == rank() && nccl->size() == size(), "attach_nccl on rank ",
-               rank(), ": the NCCL communicator must span the same ranks");
-  NcclCommunicator* raw = nccl.get();
-  set_backend(DeviceKind::CUDA, make_nccl_backend(std::move(nccl)));
-  nccl_ = raw;
+// The backends check that the group spans these ranks (they know its class; this facade does not).
+void Communicator::attach_nccl(std::unique_ptr<NcclGroup> nccl) {
+  set_backend(DeviceKind::CUDA, make_nccl_backend(std::move(nccl), rank(), size()));
 }
 
 void Communicator::attach_ipc_ring(std::unique_ptr<CudaIpcRing> ring) {
-  ENGINE_CHECK(ring && ring->rank() == rank() && ring->size() == size(), "attach_ipc_ring on rank ",
-               rank(), ": the IPC ring must span the same ranks");
-  set_backend(DeviceKind::CUDA, make_ipc_backend(std::move(ring)));
+  set_backend(DeviceKind::CUDA, make_ipc_backend(std::move(ring), rank(), size()));
 }
 
 Backend& Communicator::backend_for(const Tensor& a, const Tensor& b) const {
@@ -78,6 +69,14 @@ void Communicator::all_reduce_after(const Tensor& t, ReduceOp op, const cuda::Ev
                t.device().str(), ", event of cuda:", ready.device());
   check_reduce_supported(t.dtype(), op);
   run([&] { cuda_->all_reduce(call(CollOp::AllReduce, numel(t), t.dtype(), op, -1), t, &ready); });
+}
+
+cuda::Event Communicator::all_reduce_queued(const Tensor& t, ReduceOp op,
+                                            const cuda::Event& ready) {
+  check_defined(t, "all_reduce_queued");
+  ENGINE_CHECK(on_cuda(t) && ready.device() == t.device().index, "all_reduce_queued: tensor on ",
+               t.device().str(), ", event of cuda:", ready.device());
+  return cuda_->all_reduce_queued(t, op, ready);
 }
 
 void Communicator::broadcast(const Tensor& t, int root) {

@@ -3,7 +3,6 @@
 
 #include <cstring>
 
-#include "comm/nccl_communicator.h"
 #include "core/cuda_backend.h"
 #include "core/error.h"
 #include "core/trace.h"
@@ -120,10 +119,11 @@ void GradSync::launch(size_t k) {
   if (flat.device().is_cuda())
     ready = std::make_shared<cuda::Event>(
         cuda::Event::record(flat.device().index, cuda::Stream::Compute));
-  if (ready && comm_.nccl()) {  // NCCL: queued on the comm stream from here, no thread, no wait
+  // NCCL: queued on the comm stream from here, no thread, no wait.
+  if (ready && comm_.queues_all_reduce()) {
     trace::Scope ts("allreduce (queued)", "comm");
     ts.arg("bucket", k).arg("bytes", flat.nbytes());
-    b->queued = comm_.nccl()->all_reduce_queued(flat, ReduceOp::Avg, *ready);
+    b->queued = comm_.all_reduce_queued(flat, ReduceOp::Avg, *ready);
     return;
   }
   b->work = comm_.submit([flat, k, ready](Communicator& c) {
@@ -162,7 +162,7 @@ void GradSync::finish() {
           b->work.wait();
         }
       }
-      if (device_.is_cuda() && comm_.nccl()) comm_.nccl()->check();
+      if (device_.is_cuda()) comm_.check_queued();
     }
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor& p = params_[i].second;

@@ -1,8 +1,8 @@
-// fuzz/fuzz_frame.cpp: the transport's receive path (comm/transport.h, comm/frame.h) on any bytes
-// from a peer: rank 0 of a world of 2 waits for one frame of an all_reduce from rank 1, whose
-// socket delivers the input and then closes. Every input must end in the frame received, or an
-// engine::Error (bad magic, a mismatched call, an Abort frame, the peer gone), never a crash or a
-// wait past its deadline.
+// fuzz/fuzz_frame.cpp: the transport's receive path (comm/transport/transport.h, comm/base/frame.h)
+// on any bytes from a peer: rank 0 of a world of 2 waits for one frame of an all_reduce from rank
+// 1, whose socket delivers the input and then closes. Every input must end in the frame received,
+// or an engine::Error (bad magic, a mismatched call, an Abort frame, the peer gone), never a crash
+// or a wait past its deadline.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/frame.h"
-#include "comm/tcp_transport.h"
-#include "comm/transport.h"
+#include "comm/base/frame.h"
+#include "comm/transport/tcp_transport.h"
+#include "comm/transport/transport.h"
 #include "io/error.h"
 
 using namespace engine;

@@ -1,9 +1,9 @@
-// fuzz/fuzz_hostlist.cpp: Slurm's compressed node lists (comm/slurm_env.h) on any text: a list
-// of hosts or an engine::Error naming the variable.
+// fuzz/fuzz_hostlist.cpp: Slurm's compressed node lists (comm/rendezvous/slurm_env.h) on any text:
+// a list of hosts or an engine::Error naming the variable.
 #include <cstdint>
 #include <string>
 
-#include "comm/slurm_env.h"
+#include "comm/rendezvous/slurm_env.h"
 #include "io/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,8 @@
-// fuzz/fuzz_store.cpp: rank 0's rendezvous store (comm/tcp_store.h) on any bytes from a client:
-// one server for the whole run; each input is one connection that sends the bytes (after the
-// store's handshake when the first byte is even), closes its side, and reads whatever comes back
-// for at most 100 ms. The server must refuse or answer, never crash, and keep within its bounds.
+// fuzz/fuzz_store.cpp: rank 0's rendezvous store (comm/rendezvous/tcp_store.h) on any bytes from a
+// client: one server for the whole run; each input is one connection that sends the bytes (after
+// the store's handshake when the first byte is even), closes its side, and reads whatever comes
+// back for at most 100 ms. The server must refuse or answer, never crash, and keep within its
+// bounds.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/tcp_store.h"
+#include "comm/rendezvous/tcp_store.h"
 
 using namespace engine::comm;
 

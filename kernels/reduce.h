@@ -8,8 +8,8 @@
 
 namespace engine::kernels {
 
-// The values travel in frame headers (comm/frame.h): append, never renumber. Avg is a Sum whose
-// result the caller divides by the world size (floating dtypes only): the element ops and
+// The values travel in frame headers (comm/base/frame.h): append, never renumber. Avg is a Sum
+// whose result the caller divides by the world size (floating dtypes only): the element ops and
 // reduce_into combine Avg as Sum.
 enum class ReduceOp : uint8_t { Sum, Avg, Max, Min, Prod };
 

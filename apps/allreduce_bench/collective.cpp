@@ -65,7 +65,7 @@ CollectiveRun::CollectiveRun(CollOp c, comm::Communicator& comm, int64_t count, 
   }
 }
 
-// The Tensor overloads of comm::Communicator and comm::NcclCommunicator have the same shape.
+// The Tensor overloads of comm::Communicator and comm::NcclGroup have the same shape.
 template <class Comm>
 void CollectiveRun::run_tensors(Comm& c) {
   switch (c_) {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "comm/backends/nccl/nccl_group.h"
+#include "comm/base/frame.h"
 #include "comm/communicator.h"
-#include "comm/frame.h"
-#include "comm/nccl_communicator.h"
 #include "core/tensor.h"
 
 namespace engine::allreduce_bench {
@@ -33,7 +33,7 @@ int64_t total_count(CollOp c, int64_t nbytes, int world);
 struct Backend {
   int device = -1;  // -1: host memory (raw-buffer calls); else this rank's CUDA device
   // With a device: NCCL when set, else the Communicator's Tensor overloads on CUDA tensors.
-  comm::NcclCommunicator* nccl = nullptr;
+  comm::NcclGroup* nccl = nullptr;
 };
 
 class CollectiveRun {

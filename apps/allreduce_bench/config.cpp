@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "apps/flags.h"
-#include "comm/mpi_world.h"
+#include "comm/backends/mpi/mpi_world.h"
 #include "core/error.h"
 
 namespace engine::allreduce_bench {
@@ -84,7 +84,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
                "where the buffers live; cuda: rank r on cuda:(local rank % devices)");
   f.add_choice("backend", &cfg->backend, {"ring", "nccl", "mpi"},
                "ring: our Communicator (CUDA tensors through its Tensor overloads); nccl: "
-               "NcclCommunicator, one GPU per rank (--device cuda); mpi: every collective "
+               "NcclGroup, one GPU per rank (--device cuda); mpi: every collective "
                "through MPI (ranks started by mpirun -np W; CUDA tensors staged)");
   f.add_choice("ring-transport", &cfg->ring_transport, {"staged", "ipc"},
                "--device cuda --backend ring: staged through pinned host memory, or all_reduce "

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "apps/allreduce_bench/collective.h"
-#include "comm/reduce.h"
-#include "comm/rendezvous.h"
+#include "comm/base/reduce.h"
+#include "comm/rendezvous/rendezvous.h"
 
 namespace engine::allreduce_bench {
 
@@ -27,11 +27,12 @@ struct Config {
   // Where the buffers live: "cpu" (host memory) or "cuda" (rank r on cuda:(local rank % devices)).
   std::string device = "cpu";
   // What moves them: "ring" (our Communicator; CUDA tensors through its Tensor overloads) or
-  // "nccl" (comm::NcclCommunicator; --device cuda only) or "mpi" (every collective through MPI:
-  // comm/mpi_world.h; ranks started by mpirun).
+  // "nccl" (comm::NcclGroup; --device cuda only) or "mpi" (every collective through MPI:
+  // comm/backends/mpi/mpi_backend.h; ranks started by mpirun).
   std::string backend = "ring";
   // --device cuda --backend ring: "staged" (through pinned host memory and the ring above) or
-  // "ipc" (all_reduce on the CUDA IPC ring, comm/cuda_ipc_ring.h, attached to the Communicator).
+  // "ipc" (all_reduce on the CUDA IPC ring, comm/backends/cuda_ipc/cuda_ipc_ring.h, attached to the
+  // Communicator).
   std::string ring_transport = "staged";
 
   bool cuda() const { return device == "cuda"; }

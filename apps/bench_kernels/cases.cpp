@@ -18,7 +18,7 @@
 #include "apps/bench_kernels/ops_gemm_conv.h"
 #include "apps/bench_kernels/ops_optim.h"
 #include "apps/bench_kernels/shapes.h"
-#include "comm/reduce.h"
+#include "comm/base/reduce.h"
 #include "kernels/cpu/cpu_features.h"
 
 namespace engine::bench {
@@ -131,7 +131,7 @@ struct Registrar {
   }
 };
 
-// The reduce step as comm's transports call it (comm/reduce.h).
+// The reduce step as comm's transports call it (comm/base/reduce.h).
 void comm_reduce_sum(float* dst, const float* src, int64_t count) {
   comm::reduce_into(dst, src, static_cast<size_t>(count), DType::F32, comm::ReduceOp::Sum);
 }

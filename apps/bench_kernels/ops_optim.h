@@ -101,7 +101,7 @@ inline void kernels_reduce_sum(float* dst, const float* src, int64_t count) {
 }
 
 // The ring's reduce step dst += src over count floats: kernels/cpu/reduce.h by default; the
-// bench also times comm/reduce.h's, which the transports call.
+// bench also times comm/base/reduce.h's, which the transports call.
 class ReduceSumOp : public Op {
  public:
   explicit ReduceSumOp(int64_t count, ReduceSumFn fn = kernels_reduce_sum)

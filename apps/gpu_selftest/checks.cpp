@@ -10,8 +10,8 @@
 #include <functional>
 #include <memory>
 
-#include "comm/mem_store.h"
-#include "comm/nccl_communicator.h"
+#include "comm/backends/nccl/nccl_group.h"
+#include "comm/rendezvous/mem_store.h"
 #include "core/tensor.h"
 #include "tests/common/test_util.h"
 
@@ -94,10 +94,9 @@ std::vector<CheckResult> run_test_cases(Device dev) {
 
 std::vector<CheckResult> run_nccl_checks(Device dev) {
   std::vector<CheckResult> out;
-  std::unique_ptr<comm::NcclCommunicator> nccl;
+  std::unique_ptr<comm::NcclGroup> nccl;
   out.push_back(run_check("nccl", "init (world 1, unique id via store)", 0, [&] {
-    nccl = std::make_unique<comm::NcclCommunicator>(std::make_shared<comm::MemStore>(), 0, 1,
-                                                    dev.index);
+    nccl = std::make_unique<comm::NcclGroup>(std::make_shared<comm::MemStore>(), 0, 1, dev.index);
     return 0.0;
   }));
   if (!nccl) return out;

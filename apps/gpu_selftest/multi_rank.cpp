@@ -12,11 +12,11 @@
 #include <memory>
 #include <thread>
 
-#include "comm/cuda_ipc_ring.h"
-#include "comm/file_store.h"
-#include "comm/ipc_peers.h"
-#include "comm/nccl_communicator.h"
-#include "comm/rendezvous.h"
+#include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
+#include "comm/backends/cuda_ipc/ipc_peers.h"
+#include "comm/backends/nccl/nccl_group.h"
+#include "comm/rendezvous/file_store.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "core/cuda_backend.h"
 #include "core/error.h"
 
@@ -133,7 +133,7 @@ int run_child(const std::string& backend, int rank, int world, const std::string
       }
       comm::NcclOptions no;
       no.timeout = o.timeout;
-      c->attach_nccl(std::make_unique<comm::NcclCommunicator>(store, rank, world, dev.index, no));
+      c->attach_nccl(std::make_unique<comm::NcclGroup>(store, rank, world, dev.index, no));
     } else if (backend == "ring-ipc") {
       const std::string why = comm::ipc_ring_problem(*c, dev.index);
       if (!why.empty()) {

@@ -18,7 +18,7 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/mem_transport.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "core/error.h"
 
 namespace engine::ring_demo {

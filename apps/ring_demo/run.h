@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/reduce.h"
-#include "comm/ring.h"
+#include "comm/algorithms/ring_schedule.h"
+#include "comm/base/reduce.h"
 
 namespace engine::ring_demo {
 

@@ -1,8 +1,8 @@
 // apps/train/config.cpp: train's flags and their checks.
 #include "apps/train/config.h"
 
-#include "comm/mpi_world.h"
-#include "comm/rendezvous.h"
+#include "comm/backends/mpi/mpi_world.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "nn/models.h"
 
 namespace engine::apps {

@@ -4,10 +4,11 @@
 
 #include <memory>
 
-#include "comm/cuda_ipc_ring.h"
-#include "comm/ipc_peers.h"
-#include "comm/mpi_world.h"
-#include "comm/nccl_communicator.h"
+#include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
+#include "comm/backends/cuda_ipc/ipc_peers.h"
+#include "comm/backends/mpi/mpi_backend.h"
+#include "comm/backends/mpi/mpi_world.h"
+#include "comm/backends/nccl/nccl_group.h"
 #include "core/error.h"
 
 namespace engine::apps {
@@ -50,8 +51,8 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
     comm::NcclOptions o;
     o.timeout = timeout;
     o.key = "train/nccl";
-    comm.attach_nccl(std::make_unique<comm::NcclCommunicator>(comm.store(), comm.rank(),
-                                                              comm.size(), dev.index, o));
+    comm.attach_nccl(
+        std::make_unique<comm::NcclGroup>(comm.store(), comm.rank(), comm.size(), dev.index, o));
     return "nccl";
   }
   if (c.cuda_ring == "staged") return "staged";

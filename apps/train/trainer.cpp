@@ -9,9 +9,9 @@
 #include <filesystem>
 
 #include "apps/train/cuda_collectives.h"
-#include "comm/mpi_world.h"
-#include "comm/rendezvous.h"
-#include "comm/slurm_env.h"
+#include "comm/backends/mpi/mpi_world.h"
+#include "comm/rendezvous/rendezvous.h"
+#include "comm/rendezvous/slurm_env.h"
 #include "core/cuda_backend.h"
 #include "core/device_choice.h"
 #include "core/error.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <tuple>
 
-#include "comm/mpi_world.h"
+#include "comm/backends/mpi/mpi_world.h"
 #include "io/json.h"
 #include "tests/apps/train_fixture.h"
 #include "tests/common/mpirun.h"

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <thread>
 
-#include "comm/socket.h"
+#include "comm/transport/socket.h"
 #include "tests/apps/train_fixture.h"
 #include "tests/common/proc_status.h"
 

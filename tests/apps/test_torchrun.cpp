@@ -1,11 +1,11 @@
 // tests/apps/test_torchrun.cpp: `train` under the real torchrun (Debian's python3-torch 1.13,
 // /usr/bin/torchrun) in every rendezvous: static on 1 node x 2 (torchrun's default: its agent
-// serves a c10d TCPStore and every rank is a client, comm/torch_store.h), static on 2 nodes x 1
-// (two torchrun processes), --standalone and c10d. The 2-rank runs end with the weights `launch`
-// gives, bit for bit. A rank that fails writes torchelastic's error file, and torchrun's summary
-// names it as the root cause. Torch 1.13's torchrun takes underscore options and, under Python
-// 3.11, needs --redirects 1 --tee 1; --monitor_interval 0.2 only makes it notice the end sooner
-// than its default 5 s.
+// serves a c10d TCPStore and every rank is a client, comm/rendezvous/torch_store.h), static on 2
+// nodes x 1 (two torchrun processes), --standalone and c10d. The 2-rank runs end with the weights
+// `launch` gives, bit for bit. A rank that fails writes torchelastic's error file, and torchrun's
+// summary names it as the root cause. Torch 1.13's torchrun takes underscore options and, under
+// Python 3.11, needs --redirects 1 --tee 1; --monitor_interval 0.2 only makes it notice the end
+// sooner than its default 5 s.
 #include "tests/apps/train_fixture.h"
 #include "tests/common/standalone_lock.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/rendezvous.h"
+#include "comm/rendezvous/rendezvous.h"
 
 namespace engine::comm::testing {
 

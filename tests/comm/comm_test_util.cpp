@@ -1,7 +1,7 @@
 // tests/comm/comm_test_util.cpp: see comm_test_util.h.
 #include "tests/comm/comm_test_util.h"
 
-#include "comm/socket.h"
+#include "comm/transport/socket.h"
 
 namespace engine::comm::testing {
 

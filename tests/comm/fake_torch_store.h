@@ -1,6 +1,6 @@
 // tests/comm/fake_torch_store.h: a server of torch >= 2.1's c10d TCPStore protocol for the tests of
-// comm/torch_store.h (torch 2.x cannot be installed on our machines; torch 1.13's real server is
-// tested beside it). It follows torch's two backends where they differ:
+// comm/rendezvous/torch_store.h (torch 2.x cannot be installed on our machines; torch 1.13's real
+// server is tested beside it). It follows torch's two backends where they differ:
 //   Backend  TCPStoreBackend.cpp: a connection whose first query is not VALIDATE is closed at once;
 //            GET of a missing key closes the connection (tcpStore_.at throws).
 //   LibUv    TCPStoreLibUvBackend.cpp (torch's default since 2.4): after a first query that is not
@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/socket.h"
+#include "comm/transport/socket.h"
 
 namespace engine::comm::testing {
 

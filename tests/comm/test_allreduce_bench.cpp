@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/cuda_ipc_ring.h"
+#include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
 #include "core/device.h"
 #include "io/json.h"
 #include "tests/common/run.h"

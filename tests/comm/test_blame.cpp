@@ -1,13 +1,13 @@
 // tests/comm/test_blame.cpp: when a rank stops, every other rank's message names it and says why
-// (comm/blame.h), whichever neighbour each survivor happened to wait on: each rank of 3 and 4
-// frozen in turn with SIGSTOP, over TCP and shared memory; a killed rank; a rank that stops calling
-// collectives; and three hosts in network namespaces, each cut off in turn by nftables drop rules
-// (no FIN, no RST). Timeouts of 2.5 s keep each case to a few seconds.
+// (comm/health/blame.h), whichever neighbour each survivor happened to wait on: each rank of 3 and
+// 4 frozen in turn with SIGSTOP, over TCP and shared memory; a killed rank; a rank that stops
+// calling collectives; and three hosts in network namespaces, each cut off in turn by nftables drop
+// rules (no FIN, no RST). Timeouts of 2.5 s keep each case to a few seconds.
 #include <gtest/gtest.h>
 
 #include <functional>
 
-#include "comm/blame.h"
+#include "comm/health/blame.h"
 #include "tests/comm/blame_job.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/netns_hosts.h"

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "comm/mem_transport.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "tests/comm/comm_test_util.h"
 
 namespace engine::comm {

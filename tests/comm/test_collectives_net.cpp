@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "comm/mem_store.h"
-#include "comm/rendezvous.h"
+#include "comm/rendezvous/mem_store.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/common/temp_dir.h"
 
@@ -51,12 +51,20 @@ TEST_P(NetCollectives, AllCollectives) {
   const bool big = W == 2 || W == 4;
   with_comms(kind, W, [&](Communicator& c) {
     const int r = c.rank();
+    // A wrong result is noted and the rank goes on taking part in every collective: were it to
+    // return, its peers would wait in their next collective until the timeout and the failure
+    // would show late, as a timeout. Each rank reports its first wrong result at the end.
+    std::string wrong;
+    auto note = [&](const std::string& what) {
+      if (wrong.empty()) wrong = what;
+    };
     std::vector<size_t> counts = {0, 1, size_t(W > 1 ? W - 1 : 2), size_t(W + 1), 1013};
     if (big) counts.push_back(1 << 20);
     for (size_t seg : {size_t(256), size_t(128 << 10)}) {
       c.set_segment_bytes(seg);
       for (size_t n : counts) {
         if (n == (1 << 20) && seg < 4096) continue;
+        const std::string at = " n=" + std::to_string(n) + " seg=" + std::to_string(seg);
         std::vector<float> b(n);
         for (size_t i = 0; i < n; ++i) b[i] = fval(r, i);
         c.all_reduce(b.data(), n, DType::F32, ReduceOp::Sum);
@@ -64,8 +72,8 @@ TEST_P(NetCollectives, AllCollectives) {
           float e = 0;
           for (int q = 0; q < W; ++q) e += fval(q, i);
           if (b[i] != e) {
-            ADD_FAILURE() << "all_reduce n=" << n << " seg=" << seg << " [" << i << "]";
-            return;
+            note("all_reduce" + at + " [" + std::to_string(i) + "]");
+            break;
           }
         }
         std::vector<int64_t> v(n);
@@ -73,33 +81,32 @@ TEST_P(NetCollectives, AllCollectives) {
         c.broadcast(v.data(), n, DType::I64, W - 1);
         for (size_t i = 0; i < n; ++i)
           if (v[i] != ival(W - 1, i)) {
-            ADD_FAILURE() << "broadcast n=" << n << " [" << i << "]";
-            return;
+            note("broadcast" + at + " [" + std::to_string(i) + "]");
+            break;
           }
         if (n > 5000) continue;
         std::vector<float> all(n * W);
         c.all_gather(b.data(), all.data(), n, DType::F32);
-        for (int q = 0; q < W; ++q)
-          for (size_t i = 0; i < n; ++i)
-            if (all[q * n + i] != b[i]) {
-              ADD_FAILURE() << "all_gather n=" << n;
-              return;
-            }
+        for (size_t j = 0; j < n * W; ++j)
+          if (all[j] != b[j % (n ? n : 1)]) {
+            note("all_gather" + at);
+            break;
+          }
         for (size_t i = 0; i < n; ++i) b[i] = fval(r, i);
         c.reduce(b.data(), n, DType::F32, ReduceOp::Max, 0);
         if (r == 0)
           for (size_t i = 0; i < n; ++i)
             if (b[i] != fval(W - 1, i)) {
-              ADD_FAILURE() << "reduce MAX n=" << n;
-              return;
+              note("reduce MAX" + at);
+              break;
             }
         std::vector<float> rs_in(n * W), rs_out(n);
         for (size_t i = 0; i < n * W; ++i) rs_in[i] = fval(r, i);
         c.reduce_scatter(rs_in.data(), rs_out.data(), n, DType::F32, ReduceOp::Min);
         for (size_t i = 0; i < n; ++i)
           if (rs_out[i] != fval(0, r * n + i)) {
-            ADD_FAILURE() << "reduce_scatter n=" << n;
-            return;
+            note("reduce_scatter" + at);
+            break;
           }
         std::vector<float> g(n * W);
         c.gather(rs_out.data(), g.data(), n, DType::F32, W / 2);
@@ -107,8 +114,8 @@ TEST_P(NetCollectives, AllCollectives) {
         c.scatter(g.data(), s.data(), n, DType::F32, W / 2);
         for (size_t i = 0; i < n; ++i)
           if (s[i] != rs_out[i]) {
-            ADD_FAILURE() << "gather+scatter n=" << n;
-            return;
+            note("gather+scatter" + at);
+            break;
           }
       }
     }
@@ -120,6 +127,7 @@ TEST_P(NetCollectives, AllCollectives) {
       EXPECT_EQ(y, (r - 1 + W) % W);
     }
     c.barrier();
+    EXPECT_EQ(wrong, "") << "rank " << r << ": first wrong result";
   });
 }
 

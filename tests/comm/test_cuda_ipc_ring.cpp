@@ -1,8 +1,8 @@
-// tests/comm/test_cuda_ipc_ring.cpp: the CUDA IPC ring (comm/cuda_ipc_ring.h).
-//  - On the CPU, always: the kernel's unit decoding is comm/ring.h's RingSchedule (every unit and
-//    segment, W = 1..8); the kernel's schedule (its unit, span, flag and element helpers)
-//    simulated with ranks and blocks interleaved at random: results, and that no staging is
-//    overwritten before its reader consumed it, over many calls of changing sizes.
+// tests/comm/test_cuda_ipc_ring.cpp: the CUDA IPC ring (comm/backends/cuda_ipc/cuda_ipc_ring.h).
+//  - On the CPU, always: the kernel's unit decoding is comm/algorithms/ring_schedule.h's
+//    RingSchedule (every unit and segment, W = 1..8); the kernel's schedule (its unit, span, flag
+//    and element helpers) simulated with ranks and blocks interleaved at random: results, and that
+//    no staging is overwritten before its reader consumed it, over many calls of changing sizes.
 //  - Without a device: the constructor throws an engine::Error about CUDA.
 //  - On GPUs: ranks as processes (this binary started afresh per rank, see run_ranks; rank r on
 //    device r % devices, IPC between processes of one device works too) meeting through a file
@@ -25,10 +25,10 @@
 #include <random>
 #include <thread>
 
-#include "comm/cuda/ipc_ring_kernel.cuh"
-#include "comm/cuda_ipc_ring.h"
-#include "comm/file_store.h"
-#include "comm/mem_store.h"
+#include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
+#include "comm/backends/cuda_ipc/ipc_ring_kernel.cuh"
+#include "comm/rendezvous/file_store.h"
+#include "comm/rendezvous/mem_store.h"
 #include "core/cuda_backend.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
@@ -339,7 +339,7 @@ TEST(IpcRingSchedule, ChunksAreAlignedAndCoverTheBuffer) {
 // The kernel's unit decoding is the shared ring schedule: for every rank, unit and segment, the
 // chunk the kernel moves is the one the schedule's step sends (the last unit: the one its last
 // step received), and the elements are the schedule's segment of that chunk; the chunks are
-// as comm/cuda_ipc_ring.h describes.
+// as comm/backends/cuda_ipc/cuda_ipc_ring.h describes.
 TEST(IpcRingSchedule, KernelUnitsAreTheRingSchedule) {
   std::vector<int64_t> counts;
   for (int W = 1; W <= 8; ++W) {
@@ -359,7 +359,8 @@ TEST(IpcRingSchedule, KernelUnitsAreTheRingSchedule) {
           if (u > 0 && W > 1) {  // what unit u moves is what step u-1 brought in
             ASSERT_EQ(unit.chunk, host.recv_chunk(host.phase_of(u - 1), host.phase_step(u - 1)));
           }
-          // The units as comm/cuda_ipc_ring.h spells them out: r, r-s, r+1, r+1-t, r+2 (mod W).
+          // The units as comm/backends/cuda_ipc/cuda_ipc_ring.h spells them out: r, r-s, r+1,
+          // r+1-t, r+2 (mod W).
           const int spelled = u == 0          ? r
                               : u < W - 1     ? r - u
                               : u == W - 1    ? r + 1

@@ -6,10 +6,9 @@
 
 #include <atomic>
 
-#include "comm/mem_store.h"
-#include "comm/mem_transport.h"
-#include "comm/rendezvous.h"
-#include "comm/tcp_store.h"
+#include "comm/rendezvous/mem_store.h"
+#include "comm/rendezvous/rendezvous.h"
+#include "comm/rendezvous/tcp_store.h"
 #include "tests/comm/comm_test_util.h"
 
 namespace engine::comm {

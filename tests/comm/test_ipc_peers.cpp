@@ -1,11 +1,11 @@
 // tests/comm/test_ipc_peers.cpp: issue 14, finding 8: the CUDA IPC ring asks P2P only of its two
-// ring neighbours' GPUs (comm/ipc_peers.h), not of every GPU the process sees.
+// ring neighbours' GPUs (comm/backends/cuda_ipc/ipc_peers.h), not of every GPU the process sees.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "comm/ipc_peers.h"
+#include "comm/backends/cuda_ipc/ipc_peers.h"
 #include "tests/common/expect_error.h"
 
 namespace engine::comm {

@@ -14,9 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/call_watchdog.h"
-#include "comm/mpi_world.h"
-#include "comm/rendezvous.h"
+#include "comm/backends/mpi/mpi_backend.h"
+#include "comm/backends/mpi/mpi_world.h"
+#include "comm/health/call_watchdog.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/common/mpirun.h"

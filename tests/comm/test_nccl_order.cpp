@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "comm/mem_store.h"
-#include "comm/mem_transport.h"
-#include "comm/nccl_communicator.h"
+#include "comm/backends/nccl/nccl_group.h"
+#include "comm/rendezvous/mem_store.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "core/device.h"
 #include "tests/comm/comm_test_util.h"
 
@@ -29,7 +29,7 @@ TEST(NcclOrder, SendAndRecvRunAfterTheQueuedAllReduce) {
   testing::expect_no_errors(testing::run_threads(2, [&](int r) {
     NcclOptions no;
     no.timeout = o.timeout;
-    comms[r]->attach_nccl(std::make_unique<NcclCommunicator>(store, r, 2, r, no));
+    comms[r]->attach_nccl(std::make_unique<NcclGroup>(store, r, 2, r, no));
     const int64_t big = int64_t{1} << 24;  // long enough to still run when send is called
     for (int iter = 0; iter < 20; ++iter) {
       Tensor a = Tensor::full({big}, 1.f + r, Device::cuda(r));

@@ -2,9 +2,8 @@
 // store), over TCP and over shared memory; and the Tensor overloads.
 #include <gtest/gtest.h>
 
-#include "comm/mem_store.h"
-#include "comm/mem_transport.h"
-#include "comm/rendezvous.h"
+#include "comm/rendezvous/mem_store.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "core/tensor.h"
 #include "tests/comm/comm_test_util.h"
 

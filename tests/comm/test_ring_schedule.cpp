@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "comm/ring.h"
+#include "comm/algorithms/ring_schedule.h"
 
 namespace engine::comm {
 namespace {

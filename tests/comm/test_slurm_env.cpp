@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/rendezvous.h"
-#include "comm/slurm_env.h"
-#include "comm/socket.h"
+#include "comm/rendezvous/rendezvous.h"
+#include "comm/rendezvous/slurm_env.h"
+#include "comm/transport/socket.h"
 #include "core/error.h"
 #include "tests/common/expect_error.h"
 

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "comm/file_store.h"
-#include "comm/mem_store.h"
-#include "comm/tcp_store.h"
+#include "comm/rendezvous/file_store.h"
+#include "comm/rendezvous/mem_store.h"
+#include "comm/rendezvous/tcp_store.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/common/temp_dir.h"

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/rendezvous.h"
-#include "comm/tcp_store.h"
+#include "comm/rendezvous/rendezvous.h"
+#include "comm/rendezvous/tcp_store.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/common/proc_status.h"

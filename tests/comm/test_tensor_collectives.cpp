@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "comm/backends/backend.h"
 #include "comm/grad_sync.h"
-#include "comm/mem_transport.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "core/autograd.h"
 #include "core/device.h"
 #include "nn/functional.h"
@@ -169,6 +170,31 @@ TEST_P(TensorCollectives, GradSyncAveragesGradientsOnTheDevice) {
       }
     }));
   }
+}
+
+// The queued all_reduce that gradient sync uses with NCCL goes through the Communicator to the
+// CUDA backend: the default (staged) one says it queues none and refuses one; one that queues
+// (a fake here: NCCL needs GPUs) gets the call's checks and its errors through the facade.
+class QueuingBackend final : public FallbackBackend {
+ public:
+  QueuingBackend() : FallbackBackend(make_staged_backend()) {}
+  const char* name() const override { return "queuing"; }
+  bool queues_all_reduce() const override { return true; }
+  void check_queued() const override { ENGINE_FAIL("a queued all_reduce failed"); }
+};
+
+TEST(CommFacade, QueuedAllReduceGoesThroughTheCudaBackend) {
+  auto comms = make_mem_communicators(1);
+  Communicator& c = *comms[0];
+  EXPECT_FALSE(c.queues_all_reduce());
+  EXPECT_NO_THROW(c.check_queued());
+  const Tensor t = Tensor::zeros({4}, DType::F32, Device::cpu());
+  EXPECT_THROW(c.all_reduce_queued(t, ReduceOp::Avg, cuda::Event()), Error);  // a CPU tensor
+
+  c.set_backend(DeviceKind::CUDA, std::make_unique<QueuingBackend>());
+  EXPECT_TRUE(c.queues_all_reduce());
+  EXPECT_EQ(c.cuda_path(), "queuing");
+  EXPECT_THROW(c.check_queued(), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, TensorCollectives,

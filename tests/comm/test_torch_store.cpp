@@ -1,8 +1,9 @@
-// tests/comm/test_torch_store.cpp: the client of PyTorch's c10d TCPStore (comm/torch_store.h)
-// against torch 1.13's real server (Debian's python3-torch, run by /usr/bin/python3; skipped where
-// torch is not importable), against a server of torch >= 2.1's protocol in both of torch's backends
-// (tests/comm/fake_torch_store.h), and against servers that answer garbage, close or keep silent.
-// Ranks meet through it as they do under torchrun's static rendezvous.
+// tests/comm/test_torch_store.cpp: the client of PyTorch's c10d TCPStore
+// (comm/rendezvous/torch_store.h) against torch 1.13's real server (Debian's python3-torch, run by
+// /usr/bin/python3; skipped where torch is not importable), against a server of torch >= 2.1's
+// protocol in both of torch's backends (tests/comm/fake_torch_store.h), and against servers that
+// answer garbage, close or keep silent. Ranks meet through it as they do under torchrun's static
+// rendezvous.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,8 +15,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "comm/rendezvous.h"
-#include "comm/torch_store.h"
+#include "comm/rendezvous/rendezvous.h"
+#include "comm/rendezvous/torch_store.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/fake_torch_store.h"

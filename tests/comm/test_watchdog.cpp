@@ -1,5 +1,5 @@
-// tests/comm/test_watchdog.cpp: the NCCL watchdog's loop (comm/watchdog.h) with fake events: it
-// sleeps while the front item runs (the review found it spinning on cudaEventQuery for the
+// tests/comm/test_watchdog.cpp: the NCCL watchdog's loop (comm/health/watchdog.h) with fake events:
+// it sleeps while the front item runs (the review found it spinning on cudaEventQuery for the
 // whole of backward), drops finished items in order, and aborts once on a failure, an async error
 // or a passed deadline.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/watchdog.h"
+#include "comm/health/watchdog.h"
 
 namespace engine::comm {
 namespace {

@@ -41,7 +41,7 @@ TEST(DefaultThreads, CoresSharedByTheRanksOfThisHost) {
   EXPECT_EQ(threads_with({{"LOCAL_WORLD_SIZE", "8"}}, 2), 1) << "at least 1";
 }
 
-// The job scheduler's count of this node's tasks (train passes Slurm's, comm/slurm_env.h
+// The job scheduler's count of this node's tasks (train passes Slurm's, comm/rendezvous/slurm_env.h
 // local_task_count, tested in tests/comm/test_slurm_env.cpp) when the launchers' variables are
 // unset; 0 when it knows none.
 TEST(DefaultThreads, TheSchedulersTaskCountWhenNoLauncherSaid) {

@@ -1,0 +1,25 @@
+// comm/algorithms/algorithms.h: the collective algorithms as free functions over a transport and
+// the call's context (comm/algorithms/context.h), as gloo's are functions over a context. The
+// Communicator (comm/communicator.h) numbers the calls, makes each one's context and runs them in
+// order; the host backend and the CUDA staged backend (comm/backends/backend.h) drive them on host
+// buffers.
+//
+// Every function reads the call (count, dtype, reduce op, root) from c.fp, the fingerprint every
+// peer checks, and moves host memory only. Sizes: c.fp.count elements of c.fp.dtype per rank.
+//   ring   (ring.h)    all_reduce, all_gather, reduce_scatter, on comm/algorithms/ring_schedule.h
+//   chain  (chain.h)   broadcast, reduce: pipelined chains in ring order
+//   direct (direct.h)  agreement (dissemination), barrier, gather, scatter
+#pragma once
+#include "comm/algorithms/chain.h"
+#include "comm/algorithms/context.h"
+#include "comm/algorithms/direct.h"
+#include "comm/algorithms/ring.h"
+
+namespace engine::comm {
+
+// The algorithm of c.fp.op (comm/communicator.h's choice for each collective): in and out as
+// ring_*, chain_* and direct_*; the in-place ones (all_reduce, broadcast, reduce) work on out,
+// barrier on neither.
+void run_algorithm(const CollContext& c, const void* in, void* out);
+
+}  // namespace engine::comm

@@ -1,0 +1,39 @@
+// comm/backends/cuda_ipc/ipc_backend.cpp: the CUDA IPC ring backend - float32 all_reduce of CUDA
+// tensors on our own reduce-copy kernel between the GPUs of one host
+// (comm/backends/cuda_ipc/cuda_ipc_ring.h); every other collective, and other dtypes, staged
+// through host memory.
+#include "comm/backends/backend.h"
+#include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
+
+namespace engine::comm {
+
+namespace {
+
+class IpcBackend final : public FallbackBackend {
+ public:
+  explicit IpcBackend(std::unique_ptr<CudaIpcRing> ring)
+      : FallbackBackend(make_staged_backend()), ring_(std::move(ring)) {}
+  const char* name() const override { return "ipc"; }
+
+  void all_reduce(const CollContext& c, const Tensor& t, const cuda::Event* ready) override {
+    if (t.dtype() != DType::F32) return fallback_->all_reduce(c, t, ready);
+    // The kernel cannot see a peer that calls something else: the ranks first agree on the call
+    // over the host transports (a few microseconds over shared memory).
+    if (c.world() > 1) agree(c);
+    ring_->all_reduce(t, c.fp.redop, ready);
+  }
+
+ private:
+  std::unique_ptr<CudaIpcRing> ring_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_ipc_backend(std::unique_ptr<CudaIpcRing>&& ring, int rank,
+                                          int world) {
+  ENGINE_CHECK(ring && ring->rank() == rank && ring->size() == world, "attach_ipc_ring on rank ",
+               rank, ": the IPC ring must span the same ranks");
+  return std::make_unique<IpcBackend>(std::move(ring));
+}
+
+}  // namespace engine::comm
