@@ -16,9 +16,9 @@ using EnvLookup = std::function<const char*(const char*)>;
 // (torchrun sets 1 when it starts several ranks; the first number of a list), else usable_cores
 // divided by the ranks on this host: LOCAL_WORLD_SIZE (torchrun, launch),
 // OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), else scheduler_tasks() when given (the caller's count of
-// this node's tasks from the job scheduler, e.g. Slurm's: comm/rendezvous/slurm_env.h local_task_count;
-// asked only when the variables before it are unset; 0 when it knows none); at least 1. Other
-// values that are not positive integers are skipped.
+// this node's tasks from the job scheduler, e.g. Slurm's: comm/rendezvous/slurm_env.h
+// local_task_count; asked only when the variables before it are unset; 0 when it knows none); at
+// least 1. Other values that are not positive integers are skipped.
 int default_threads(const EnvLookup& env, int usable_cores,
                     const std::function<int()>& scheduler_tasks = {});
 
