@@ -1,4 +1,5 @@
 // kernels/conv2d.h: the 2-d convolution's shape (dilation 1, groups 1), shared by CPU and CUDA.
+// The CPU kernels are in kernels/cpu/conv2d/ (its conv2d.h gives the reading order).
 #pragma once
 #include <cstdint>
 

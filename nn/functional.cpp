@@ -14,7 +14,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/bf16_ops.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/loss.h"
@@ -143,15 +143,15 @@ std::vector<Tensor> conv2d_grads(const Tensor& x, const Tensor& w, const Tensor&
   Tensor dx, dw, db;
   if (needs(x)) {
     dx = Tensor::empty(x.shape(), DType::F32, dev);
-    call(dev, pick(bf16, kc::conv2d_backward_data_bf16, kc::conv2d_backward_data),
-         pick(bf16, kg::conv2d_backward_data_bf16, kg::conv2d_backward_data), f(dy), f(w), f(dx),
+    call(dev, pick(bf16, kc::conv2d_backward_input_bf16, kc::conv2d_backward_input),
+         pick(bf16, kg::conv2d_backward_input_bf16, kg::conv2d_backward_input), f(dy), f(w), f(dx),
          s);
   }
   if (needs(b)) db = Tensor::empty(b.shape(), DType::F32, dev);
-  if (needs(w)) {  // the filter pass also sums the bias gradient (fused on the CPU: dy read once)
+  if (needs(w)) {  // the weight pass also sums the bias gradient (fused on the CPU: dy read once)
     dw = Tensor::empty(w.shape(), DType::F32, dev);
-    call(dev, pick(bf16, kc::conv2d_backward_filter_bf16, kc::conv2d_backward_filter),
-         pick(bf16, kg::conv2d_backward_filter_bf16, kg::conv2d_backward_filter), f(x), f(dy),
+    call(dev, pick(bf16, kc::conv2d_backward_weight_bf16, kc::conv2d_backward_weight),
+         pick(bf16, kg::conv2d_backward_weight_bf16, kg::conv2d_backward_weight), f(x), f(dy),
          f(dw), f(db), s, 0.0f);
   } else if (needs(b)) {
     call(dev, kc::conv2d_backward_bias, kg::conv2d_backward_bias, f(dy), f(db), s, 0.0f);

@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/conv2d.h"
+#include "kernels/cpu/conv2d/bf16.h"  // the convolutions: conv2d_forward_bf16, ...
 #include "kernels/linear.h"
 
 namespace engine::kernels::cpu {
@@ -22,12 +22,5 @@ void linear_forward_bf16(const float* x, const float* w, const float* b, float* 
 void linear_backward_data_bf16(const float* dy, const float* w, float* dx, const LinearShape& s);
 void linear_backward_weight_bf16(const float* dy, const float* x, float* dw, const LinearShape& s,
                                  float beta);
-
-void conv2d_forward_bf16(const float* x, const float* w, const float* b, float* y,
-                         const Conv2dShape& s);
-void conv2d_backward_data_bf16(const float* dy, const float* w, float* dx, const Conv2dShape& s);
-// db, when not null, is the fp32 sum of dy (the bias gradient is not a product).
-void conv2d_backward_filter_bf16(const float* x, const float* dy, float* dw, float* db,
-                                 const Conv2dShape& s, float beta);
 
 }  // namespace engine::kernels::cpu

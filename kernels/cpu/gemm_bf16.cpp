@@ -129,7 +129,8 @@ struct KRun {
   __mmask16 m0, m1, m2, m3;
 };
 
-KRun k_run(const Bf16Operand& o, int64_t kc, int64_t kn) {
+// Where the run of k [kc, kc + kn) lies in o (relative to a row), and its lane masks.
+KRun locate_k_run(const Bf16Operand& o, int64_t kc, int64_t kn) {
   KRun r;
   r.ko = koff(o, kc);
   r.split = kn;
@@ -162,7 +163,7 @@ ENGINE_BF16_TARGET void pack_k_contiguous(const Bf16Operand& o, int64_t r0, int6
                                           int64_t k0, int64_t k1, int width, uint32_t* dst) {
   for (int64_t kc = k0; kc < k1; kc += 32) {
     const int64_t kn = std::min<int64_t>(32, k1 - kc), pairs = (kn + 1) / 2;
-    const KRun run = k_run(o, kc, kn);
+    const KRun run = locate_k_run(o, kc, kn);
     uint32_t* d = dst + (kc - k0) / 2 * width;
     for (int g = 0; g < width; g += 8) {
       __m512i r[8];
@@ -464,7 +465,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const Bf16Operand& a, const Bf16Opera
     for (int64_t kk = 0; kk < kp; ++kk) ko.get()[kk] = koff(a, kk);
     // K blocks outermost, so a block of B panel (kKb pairs: 24 KiB at 32 columns) stays in L1
     // for all of a task's tiles, whose sums wait in tiles between blocks (192 measured 1.5x
-    // faster than 512 on the conv filter gradients; 96 no better).
+    // faster than 512 on the conv weight gradients; 96 no better).
     constexpr int64_t kKb = 192;
     for_range(serial, mb * nb, grain, [&](int64_t t0, int64_t t1) {
       Padded<float> tiles((t1 - t0) * MR * NR);

@@ -1,4 +1,4 @@
-// kernels/cpu/gemm_bf16.h: internal to the bf16 layers (bf16_ops.cpp, conv2d_bf16.cpp): the
+// kernels/cpu/gemm_bf16.h: internal to the bf16 layers (bf16_ops.cpp, conv2d/bf16*.cpp): the
 // GEMM C = A B with bf16 operands and fp32 sums on vdpbf16ps (AVX512_BF16; callers check it).
 // Operands are read in place from fp32 memory through strides, blocks or offset tables, rounded
 // to bf16 (nearest even) while they are packed into K-pair panels, so one GEMM serves linear,
@@ -8,6 +8,10 @@
 #include <cstdint>
 
 namespace engine::kernels::cpu::detail {
+
+// The GEMM's fixed costs (packing, two parallel regions) outweigh its gain on products of fewer
+// multiply-adds than this: the bf16 layers take the rounding reference there.
+inline constexpr double kBf16GemmMinMacs = 1 << 18;
 
 // An (R, K) operand: element (r, k), r a row of A or a column of B and k the reduction index,
 // is at p[roff(r) + koff(k)], where roff(r) = r_off[r] when r_off is set, else
@@ -43,7 +47,8 @@ struct Bf16Output {
 };
 
 // dst (Hp, Wp) words = the planes lo, hi (H, W) as bf16 pairs (low: lo, high: hi; nearest even)
-// placed at row pt, column pl, zeros elsewhere (conv2d_simd.h's pad_plane, converted). Wp <= 128.
+// placed at row pt, column pl, zeros elsewhere (conv2d/direct_simd.h's pad_plane, converted). Wp <=
+// 128.
 void bf16_pairs_plane(const float* lo, const float* hi, int64_t h, int64_t w, int64_t pt,
                       int64_t pl, int64_t hp, int64_t wp, uint32_t* dst);
 // dst (Hp, Wp) = the plane src (H, W) as bf16 (nearest even) at row pt, column pl, zeros

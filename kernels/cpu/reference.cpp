@@ -1,6 +1,6 @@
 // kernels/cpu/reference.cpp: reference implementations for checks: pooling, activations,
 // dropout, batch norm, softmax and loss, optimizers, sums. Plain loops, sums in double.
-// Convolution and linear are in reference_conv.cpp.
+// Convolution is in conv2d/reference.cpp, linear in reference_linear.cpp.
 #include "kernels/cpu/reference.h"
 
 #include <algorithm>

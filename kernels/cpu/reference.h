@@ -4,18 +4,14 @@
 #include <cstdint>
 
 #include "kernels/batchnorm.h"
-#include "kernels/conv2d.h"
+#include "kernels/cpu/conv2d/reference.h"
 #include "kernels/linear.h"
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 
 namespace engine::kernels::ref {
 
-// x (N, Cin, H, W), w (Cout, Cin, KH, KW), b (Cout) or null, y (N, Cout, OH, OW).
-void conv2d_forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s);
-void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s);
-void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s);
-void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s);
+// The convolution's references: kernels/cpu/conv2d/reference.h (included above).
 
 // x (N, in), w (out, in), b (out) or null, y (N, out); backward overwrites dx, dw, db.
 void linear_forward(const float* x, const float* w, const float* b, float* y, const LinearShape& s);

@@ -105,19 +105,19 @@ void conv2d_forward_bf16(int device, const float* x, const float* w, const float
   conv2d_forward(device, xr.get(), wr.get(), b, y, s);
 }
 
-void conv2d_backward_data_bf16(int device, const float* dy, const float* w, float* dx,
-                               const Conv2dShape& s) {
+void conv2d_backward_input_bf16(int device, const float* dy, const float* w, float* dx,
+                                const Conv2dShape& s) {
   ::engine::cuda::DeviceGuard guard(device);
   RoundedCopy dyr(device, dy, s.y_count()), wr(device, w, s.w_count());
-  conv2d_backward_data(device, dyr.get(), wr.get(), dx, s);
+  conv2d_backward_input(device, dyr.get(), wr.get(), dx, s);
 }
 
-void conv2d_backward_filter_bf16(int device, const float* x, const float* dy, float* dw, float* db,
+void conv2d_backward_weight_bf16(int device, const float* x, const float* dy, float* dw, float* db,
                                  const Conv2dShape& s, float beta) {
   ::engine::cuda::DeviceGuard guard(device);
   if (db) conv2d_backward_bias(device, dy, db, s, beta);  // fp32 sum of the unrounded dy
   RoundedCopy xr(device, x, s.x_count()), dyr(device, dy, s.y_count());
-  conv2d_backward_filter(device, xr.get(), dyr.get(), dw, nullptr, s, beta);
+  conv2d_backward_weight(device, xr.get(), dyr.get(), dw, nullptr, s, beta);
 }
 
 }  // namespace engine::kernels::cuda

@@ -55,8 +55,8 @@ struct Plan {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   Choice<cudnnConvolutionFwdAlgo_t> fwd;
-  Choice<cudnnConvolutionBwdDataAlgo_t> bwd_data;
-  Choice<cudnnConvolutionBwdFilterAlgo_t> bwd_filter;
+  Choice<cudnnConvolutionBwdDataAlgo_t> backward_input;
+  Choice<cudnnConvolutionBwdFilterAlgo_t> backward_weight;
 };
 
 int i32(int64_t v) {
@@ -112,7 +112,7 @@ bool tensor_core_math(cudnnMathType_t m) {
 
 // Algorithms that multiply in the input's own basis. FFT and Winograd transform the operands
 // first: deterministic, but about 1e-3 off in relative terms (seen on an H200: conv1's backward
-// filter and backward data with c_in = 1 were 2e-3 off the CPU), far beyond FP32 reassociation.
+// weight and backward input with c_in = 1 were 2e-3 off the CPU), far beyond FP32 reassociation.
 bool direct_product(cudnnConvolutionFwdAlgo_t a) {
   return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
          a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
@@ -198,15 +198,15 @@ void conv2d_forward(int device, const float* x, const float* w, const float* b, 
   }
 }
 
-void conv2d_backward_data(int device, const float* dy, const float* w, float* dx,
-                          const Conv2dShape& s) {
-  check(s, "cuda::conv2d_backward_data");
+void conv2d_backward_input(int device, const float* dy, const float* w, float* dx,
+                           const Conv2dShape& s) {
+  check(s, "cuda::conv2d_backward_input");
   if (s.n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
   cudnnHandle_t h = cudnn_handle(device);
   std::lock_guard<std::mutex> lock(g_mu);
   Plan& p = plan_for(device, s);
-  if (!p.bwd_data.found) {
+  if (!p.backward_input.found) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int n = 0;
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -216,17 +216,17 @@ void conv2d_backward_data(int device, const float* dy, const float* w, float* dx
     CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
         h, p.w, w, p.y, dy, p.conv, p.x, scratch.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
         perf, ws.get(), ws.nbytes()));
-    choose(perf, n, ws.nbytes(), "backward data", s, p.bwd_data);
+    choose(perf, n, ws.nbytes(), "backward data", s, p.backward_input);
   }
-  detail::DeviceBlock ws(device, p.bwd_data.ws_bytes);
+  detail::DeviceBlock ws(device, p.backward_input.ws_bytes);
   const float one = 1.f, zero = 0.f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv, p.bwd_data.algo,
+  CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv, p.backward_input.algo,
                                            ws.get(), ws.nbytes(), &zero, p.x, dx));
 }
 
-void conv2d_backward_filter(int device, const float* x, const float* dy, float* dw, float* db,
+void conv2d_backward_weight(int device, const float* x, const float* dy, float* dw, float* db,
                             const Conv2dShape& s, float beta) {
-  check(s, "cuda::conv2d_backward_filter");
+  check(s, "cuda::conv2d_backward_weight");
   ::engine::cuda::DeviceGuard guard(device);
   if (db) conv2d_backward_bias(device, dy, db, s, beta);
   if (s.n == 0) {  // no samples: dw = beta * dw, zeros when beta is 0 (as the CPU)
@@ -236,7 +236,7 @@ void conv2d_backward_filter(int device, const float* x, const float* dy, float* 
   cudnnHandle_t h = cudnn_handle(device);
   std::lock_guard<std::mutex> lock(g_mu);
   Plan& p = plan_for(device, s);
-  if (!p.bwd_filter.found) {
+  if (!p.backward_weight.found) {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int n = 0;
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -246,12 +246,13 @@ void conv2d_backward_filter(int device, const float* x, const float* dy, float* 
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
         h, p.x, x, p.y, dy, p.conv, p.w, scratch.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
         perf, ws.get(), ws.nbytes()));
-    choose(perf, n, ws.nbytes(), "backward filter", s, p.bwd_filter);
+    choose(perf, n, ws.nbytes(), "backward filter", s, p.backward_weight);
   }
-  detail::DeviceBlock ws(device, p.bwd_filter.ws_bytes);
+  detail::DeviceBlock ws(device, p.backward_weight.ws_bytes);
   const float one = 1.f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter.algo,
-                                             ws.get(), ws.nbytes(), &beta, p.w, dw));
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv,
+                                             p.backward_weight.algo, ws.get(), ws.nbytes(), &beta,
+                                             p.w, dw));
 }
 
 void conv2d_backward_bias(int device, const float* dy, float* db, const Conv2dShape& s,

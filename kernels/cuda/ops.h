@@ -46,10 +46,10 @@ ENGINE_CUDA_OP(void linear_backward_bias(int device, const float* dy, float* db,
 // ---- conv2d (cuDNN, algorithm found once per shape and cached; FMA math, no TF32) ----
 ENGINE_CUDA_OP(void conv2d_forward(int device, const float* x, const float* w, const float* b,
                                    float* y, const Conv2dShape& s))
-ENGINE_CUDA_OP(void conv2d_backward_data(int device, const float* dy, const float* w, float* dx,
-                                         const Conv2dShape& s))
-// dw = beta * dw + filter gradient; when db is not null, db = beta * db + bias gradient too.
-ENGINE_CUDA_OP(void conv2d_backward_filter(int device, const float* x, const float* dy, float* dw,
+ENGINE_CUDA_OP(void conv2d_backward_input(int device, const float* dy, const float* w, float* dx,
+                                          const Conv2dShape& s))
+// dw = beta * dw + weight gradient; when db is not null, db = beta * db + bias gradient too.
+ENGINE_CUDA_OP(void conv2d_backward_weight(int device, const float* x, const float* dy, float* dw,
                                            float* db, const Conv2dShape& s, float beta))
 // db (Cout) = beta * db + sum over N, OH, OW of dy; deterministic.
 ENGINE_CUDA_OP(void conv2d_backward_bias(int device, const float* dy, float* db,
@@ -65,9 +65,9 @@ ENGINE_CUDA_OP(void linear_backward_weight_bf16(int device, const float* dy, con
                                                 float* dw, const LinearShape& s, float beta))
 ENGINE_CUDA_OP(void conv2d_forward_bf16(int device, const float* x, const float* w, const float* b,
                                         float* y, const Conv2dShape& s))
-ENGINE_CUDA_OP(void conv2d_backward_data_bf16(int device, const float* dy, const float* w,
-                                              float* dx, const Conv2dShape& s))
-ENGINE_CUDA_OP(void conv2d_backward_filter_bf16(int device, const float* x, const float* dy,
+ENGINE_CUDA_OP(void conv2d_backward_input_bf16(int device, const float* dy, const float* w,
+                                               float* dx, const Conv2dShape& s))
+ENGINE_CUDA_OP(void conv2d_backward_weight_bf16(int device, const float* x, const float* dy,
                                                 float* dw, float* db, const Conv2dShape& s,
                                                 float beta))
 

@@ -51,8 +51,8 @@ class CaseList {
 };
 
 // Forward, the input gradient, the weight gradient: of linear and conv2d alike.
-constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardData,
-                                ConvPass::BackwardFilter};
+constexpr ConvPass kPasses[] = {ConvPass::Forward, ConvPass::BackwardInput,
+                                ConvPass::BackwardWeight};
 
 inline std::string dir_name(bool backward) {
   return backward ? "bwd" : "fwd";

@@ -153,10 +153,10 @@ class CudaLinearOp : public Op {
       case ConvPass::Forward:
         kg::linear_forward(dev_, x_, w_, b_, y_, s_);
         break;
-      case ConvPass::BackwardData:
+      case ConvPass::BackwardInput:
         kg::linear_backward_data(dev_, dy_, w_, dx_, s_);
         break;
-      case ConvPass::BackwardFilter:
+      case ConvPass::BackwardWeight:
         kg::linear_backward_weight(dev_, dy_, x_, dw_, s_, 0.f);
         break;
     }
@@ -174,7 +174,7 @@ class CudaLinearOp : public Op {
     }
     Buffer<float> dx(s_.n * s_.in), dw(s_.out * s_.in), db(s_.out);
     kernels::ref::linear_backward(hx_, hw_, hdy_, dx, dw, db, s_);
-    if (pass_ == ConvPass::BackwardData)
+    if (pass_ == ConvPass::BackwardInput)
       return compare("dx", dx_.to_host(), dx, dx.count(), cublas_tol(s_.out));
     return compare("dw", dw_.to_host(), dw, dw.count(), cublas_tol(s_.n));
   }
@@ -220,11 +220,11 @@ class CudaConv2dOp : public Op {
       case ConvPass::Forward:
         kg::conv2d_forward(dev_, x_, w_, b_, y_, s_);
         break;
-      case ConvPass::BackwardData:
-        kg::conv2d_backward_data(dev_, dy_, w_, dx_, s_);
+      case ConvPass::BackwardInput:
+        kg::conv2d_backward_input(dev_, dy_, w_, dx_, s_);
         break;
-      case ConvPass::BackwardFilter:
-        kg::conv2d_backward_filter(dev_, x_, dy_, dw_, nullptr, s_, 0.f);
+      case ConvPass::BackwardWeight:
+        kg::conv2d_backward_weight(dev_, x_, dy_, dw_, nullptr, s_, 0.f);
         kg::conv2d_backward_bias(dev_, dy_, db_, s_, 0.f);
         break;
     }
@@ -243,17 +243,17 @@ class CudaConv2dOp : public Op {
         kr::conv2d_forward(hx_, hw_, hb_, want, s_);
         return compare("y", y_.to_host(), want, want.count(), cudnn_tol(s_.k()));
       }
-      case ConvPass::BackwardData: {
+      case ConvPass::BackwardInput: {
         Buffer<float> want(s_.x_count());
-        kr::conv2d_backward_data(hdy_, hw_, want, s_);
+        kr::conv2d_backward_input(hdy_, hw_, want, s_);
         return compare("dx", dx_.to_host(), want, want.count(),
                        cudnn_tol(s_.c_out * s_.kh * s_.kw));
       }
-      case ConvPass::BackwardFilter:
+      case ConvPass::BackwardWeight:
         break;
     }
     Buffer<float> dw(s_.w_count()), db(s_.c_out);
-    kr::conv2d_backward_filter(hx_, hdy_, dw, s_);
+    kr::conv2d_backward_weight(hx_, hdy_, dw, s_);
     kr::conv2d_backward_bias(hdy_, db, s_);
     const int64_t k = s_.n * s_.oh() * s_.ow();
     return worst_of({compare("dw", dw_.to_host(), dw, dw.count(), cudnn_tol(k)),

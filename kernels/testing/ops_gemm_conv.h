@@ -1,14 +1,14 @@
 // kernels/testing/ops_gemm_conv.h: owns the GEMM-shaped Ops: linear (kernels/cpu/linear.h)
-// and conv2d (kernels/cpu/conv2d.h), forward and both backward products, checked against ref::;
-// in bf16 (kernels/cpu/bf16_ops.h) too, checked against ref:: on the operands rounded to bf16
-// (bf16 products are exact in fp32, so only the summation order may differ).
+// and conv2d (kernels/cpu/conv2d/conv2d.h), forward and both backward products, checked against
+// ref::; in bf16 (kernels/cpu/bf16_ops.h) too, checked against ref:: on the operands rounded to
+// bf16 (bf16 products are exact in fp32, so only the summation order may differ).
 #pragma once
 #include <algorithm>
 #include <limits>
 #include <memory>
 
 #include "kernels/cpu/bf16_ops.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/testing/check.h"
@@ -22,9 +22,9 @@ inline const char* pass_name(ConvPass p) {
   switch (p) {
     case ConvPass::Forward:
       return "fwd";
-    case ConvPass::BackwardData:
+    case ConvPass::BackwardInput:
       return "bwd_data";
-    case ConvPass::BackwardFilter:
+    case ConvPass::BackwardWeight:
       return "bwd_weight";
   }
   return "?";
@@ -59,10 +59,10 @@ class LinearOp : public Op {
       case ConvPass::Forward:
         kc::linear_forward(x_, w_, b_, y_, s_);
         break;
-      case ConvPass::BackwardData:
+      case ConvPass::BackwardInput:
         kc::linear_backward_data(dy_, w_, dx_, s_);
         break;
-      case ConvPass::BackwardFilter:
+      case ConvPass::BackwardWeight:
         kc::linear_backward_weight(dy_, x_, dw_, s_, 0.f);
         break;
     }
@@ -83,7 +83,8 @@ class LinearOp : public Op {
     }
     Buffer<float> dx(s_.n * s_.in), dw(s_.out * s_.in), db(s_.out);
     kernels::ref::linear_backward(xr, wr, dyr, dx, dw, db, s_);
-    if (pass_ == ConvPass::BackwardData) return compare("dx", dx_, dx, dx.count(), sum_tol(s_.out));
+    if (pass_ == ConvPass::BackwardInput)
+      return compare("dx", dx_, dx, dx.count(), sum_tol(s_.out));
     return compare("dw", dw_, dw, dw.count(), sum_tol(s_.n));
   }
 
@@ -100,10 +101,10 @@ class LinearOp : public Op {
       case ConvPass::Forward:
         kc::linear_forward_bf16(x_, w_, b_, y_, s_);
         break;
-      case ConvPass::BackwardData:
+      case ConvPass::BackwardInput:
         kc::linear_backward_data_bf16(dy_, w_, dx_, s_);
         break;
-      case ConvPass::BackwardFilter:
+      case ConvPass::BackwardWeight:
         kc::linear_backward_weight_bf16(dy_, x_, dw_, s_, 0.f);
         break;
     }
@@ -146,11 +147,11 @@ class Conv2dOp : public Op {
       case ConvPass::Forward:
         kc::conv2d_forward(x_, w_, b_, y_, s_, ws_, ws_.count(), algo_);
         break;
-      case ConvPass::BackwardData:
-        kc::conv2d_backward_data(dy_, w_, dx_, s_, ws_, ws_.count(), algo_);
+      case ConvPass::BackwardInput:
+        kc::conv2d_backward_input(dy_, w_, dx_, s_, ws_, ws_.count(), algo_);
         break;
-      case ConvPass::BackwardFilter:
-        kc::conv2d_backward_filter(x_, dy_, dw_, db_, s_, 0.f, ws_, ws_.count(), algo_);
+      case ConvPass::BackwardWeight:
+        kc::conv2d_backward_weight(x_, dy_, dw_, db_, s_, 0.f, ws_, ws_.count(), algo_);
         break;
     }
   }
@@ -170,16 +171,16 @@ class Conv2dOp : public Op {
         kr::conv2d_forward(xr, wr, b_, want, s_);
         return compare("y", y_, want, want.count(), sum_tol(s_.k()));
       }
-      case ConvPass::BackwardData: {
+      case ConvPass::BackwardInput: {
         Buffer<float> want(s_.x_count());
-        kr::conv2d_backward_data(dyr, wr, want, s_);
+        kr::conv2d_backward_input(dyr, wr, want, s_);
         return compare("dx", dx_, want, want.count(), sum_tol(s_.c_out * s_.kh * s_.kw));
       }
-      case ConvPass::BackwardFilter:
+      case ConvPass::BackwardWeight:
         break;
     }
     Buffer<float> dw(s_.w_count()), db(s_.c_out);
-    kr::conv2d_backward_filter(xr, dyr, dw, s_);
+    kr::conv2d_backward_weight(xr, dyr, dw, s_);
     kr::conv2d_backward_bias(dy_, db, s_);  // fp32 in both precisions
     const int64_t k = s_.n * s_.oh() * s_.ow();
     return worst_of({compare("dw", dw_, dw, dw.count(), sum_tol(k)),
@@ -198,11 +199,11 @@ class Conv2dOp : public Op {
       case ConvPass::Forward:
         kc::conv2d_forward_bf16(x_, w_, b_, y_, s_);
         break;
-      case ConvPass::BackwardData:
-        kc::conv2d_backward_data_bf16(dy_, w_, dx_, s_);
+      case ConvPass::BackwardInput:
+        kc::conv2d_backward_input_bf16(dy_, w_, dx_, s_);
         break;
-      case ConvPass::BackwardFilter:
-        kc::conv2d_backward_filter_bf16(x_, dy_, dw_, db_, s_, 0.f);
+      case ConvPass::BackwardWeight:
+        kc::conv2d_backward_weight_bf16(x_, dy_, dw_, db_, s_, 0.f);
         break;
     }
   }

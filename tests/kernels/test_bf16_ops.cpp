@@ -1,5 +1,5 @@
 // tests/kernels/test_bf16_ops.cpp: the vdpbf16ps layers (kernels/cpu/bf16_ops.h) and the flat
-// convolutions under them (conv2d_bf16.h) against the rounding reference (reference_bf16.h) on
+// convolutions under them (conv2d/bf16_flat.h) against the rounding reference (reference_bf16.h) on
 // awkward shapes. Both multiply the same bf16 values with fp32 sums, so they may differ by fp32
 // reassociation only: |got - want| <= 1e-5 of the sum of |products|, which is the reference run
 // on |operands|. Skips without AVX512_BF16 (kernels/cpu/cpu_features.h).
@@ -12,10 +12,11 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_ops.h"
-#include "kernels/cpu/conv2d_bf16.h"
+#include "kernels/cpu/conv2d/bf16_flat.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/reference_bf16.h"
 #include "tests/common/test_util.h"
+#include "tests/common/thread_guard.h"
 
 namespace engine::kernels {
 namespace {
@@ -76,24 +77,24 @@ void check_linear(const LinearShape& s, uint64_t seed) {
   auto ax = abs_of(x), aw = abs_of(w), ab = abs_of(b), ady = abs_of(dy);
   std::vector<float> got(s.n * s.out), want(got.size()), bound(got.size());
   kc::linear_forward_bf16(x.data(), w.data(), b.data(), got.data(), s);
-  kc::linear_forward_bf16_reference(x.data(), w.data(), b.data(), want.data(), s);
-  kc::linear_forward_bf16_reference(ax.data(), aw.data(), ab.data(), bound.data(), s);
+  ref::linear_forward_bf16(x.data(), w.data(), b.data(), want.data(), s);
+  ref::linear_forward_bf16(ax.data(), aw.data(), ab.data(), bound.data(), s);
   expect_close(got, want, bound, name(s) + " y");
   kc::linear_forward_bf16(x.data(), w.data(), nullptr, got.data(), s);
-  kc::linear_forward_bf16_reference(x.data(), w.data(), nullptr, want.data(), s);
+  ref::linear_forward_bf16(x.data(), w.data(), nullptr, want.data(), s);
   expect_close(got, want, bound, name(s) + " y without bias");
 
   std::vector<float> dx(s.n * s.in), dxw(dx.size()), dxb(dx.size());
   kc::linear_backward_data_bf16(dy.data(), w.data(), dx.data(), s);
-  kc::linear_backward_data_bf16_reference(dy.data(), w.data(), dxw.data(), s);
-  kc::linear_backward_data_bf16_reference(ady.data(), aw.data(), dxb.data(), s);
+  ref::linear_backward_data_bf16(dy.data(), w.data(), dxw.data(), s);
+  ref::linear_backward_data_bf16(ady.data(), aw.data(), dxb.data(), s);
   expect_close(dx, dxw, dxb, name(s) + " dx");
 
   for (float beta : {0.f, 1.f}) {
     auto dw = filled(s.out * s.in, seed + 4), dww = dw, dwb = abs_of(dw);
     kc::linear_backward_weight_bf16(dy.data(), x.data(), dw.data(), s, beta);
-    kc::linear_backward_weight_bf16_reference(dy.data(), x.data(), dww.data(), s, beta);
-    kc::linear_backward_weight_bf16_reference(ady.data(), ax.data(), dwb.data(), s, beta);
+    ref::linear_backward_weight_bf16(dy.data(), x.data(), dww.data(), s, beta);
+    ref::linear_backward_weight_bf16(ady.data(), ax.data(), dwb.data(), s, beta);
     expect_close(dw, dww, dwb, name(s) + " dw beta " + std::to_string(beta));
   }
 }
@@ -114,37 +115,38 @@ TEST_F(Bf16Kernels, LinearBackwardWeightOfAnEmptyBatchIsBetaTimesDw) {
 
 using ConvFwd =
     std::function<void(const float*, const float*, const float*, float*, const Conv2dShape&)>;
-using ConvBwdData = std::function<void(const float*, const float*, float*, const Conv2dShape&)>;
-using ConvBwdFilter =
+using ConvBackwardInput =
+    std::function<void(const float*, const float*, float*, const Conv2dShape&)>;
+using ConvBackwardWeight =
     std::function<void(const float*, const float*, float*, float*, const Conv2dShape&, float)>;
 
-// fwd / bwd_data / bwd_filter against the reference; bwd_filter's bias (when it takes one) too.
+// fwd / backward_input / backward_weight against the reference; backward_weight's bias (when it
+// takes one) too.
 void check_conv(const Conv2dShape& s, uint64_t seed, const ConvFwd& fwd,
-                const ConvBwdData& bwd_data, const ConvBwdFilter& bwd_filter, bool with_bias) {
+                const ConvBackwardInput& backward_input, const ConvBackwardWeight& backward_weight,
+                bool with_bias) {
   namespace kc = cpu;
   auto x = filled(s.x_count(), seed), w = filled(s.w_count(), seed + 1),
        b = filled(s.c_out, seed + 2), dy = filled(s.y_count(), seed + 3);
   auto ax = abs_of(x), aw = abs_of(w), ab = abs_of(b), ady = abs_of(dy);
   std::vector<float> y(s.y_count()), yw(y.size()), yb(y.size());
   fwd(x.data(), w.data(), with_bias ? b.data() : nullptr, y.data(), s);
-  kc::conv2d_forward_bf16_reference(x.data(), w.data(), with_bias ? b.data() : nullptr, yw.data(),
-                                    s);
-  kc::conv2d_forward_bf16_reference(ax.data(), aw.data(), ab.data(), yb.data(), s);
+  ref::conv2d_forward_bf16(x.data(), w.data(), with_bias ? b.data() : nullptr, yw.data(), s);
+  ref::conv2d_forward_bf16(ax.data(), aw.data(), ab.data(), yb.data(), s);
   expect_close(y, yw, yb, name(s) + " y");
 
   std::vector<float> dx(s.x_count()), dxw(dx.size()), dxb(dx.size());
-  bwd_data(dy.data(), w.data(), dx.data(), s);
-  kc::conv2d_backward_data_bf16_reference(dy.data(), w.data(), dxw.data(), s);
-  kc::conv2d_backward_data_bf16_reference(ady.data(), aw.data(), dxb.data(), s);
+  backward_input(dy.data(), w.data(), dx.data(), s);
+  ref::conv2d_backward_input_bf16(dy.data(), w.data(), dxw.data(), s);
+  ref::conv2d_backward_input_bf16(ady.data(), aw.data(), dxb.data(), s);
   expect_close(dx, dxw, dxb, name(s) + " dx");
 
   for (float beta : {0.f, 1.f}) {
     auto dw = filled(s.w_count(), seed + 4), dww = dw, dwb = abs_of(dw);
     auto db = filled(s.c_out, seed + 5), dbw = db, dbb = abs_of(db);
-    bwd_filter(x.data(), dy.data(), dw.data(), with_bias ? db.data() : nullptr, s, beta);
-    kc::conv2d_backward_filter_bf16_reference(x.data(), dy.data(), dww.data(), dbw.data(), s, beta);
-    kc::conv2d_backward_filter_bf16_reference(ax.data(), ady.data(), dwb.data(), dbb.data(), s,
-                                              beta);
+    backward_weight(x.data(), dy.data(), dw.data(), with_bias ? db.data() : nullptr, s, beta);
+    ref::conv2d_backward_weight_bf16(x.data(), dy.data(), dww.data(), dbw.data(), s, beta);
+    ref::conv2d_backward_weight_bf16(ax.data(), ady.data(), dwb.data(), dbb.data(), s, beta);
     expect_close(dw, dww, dwb, name(s) + " dw beta " + std::to_string(beta));
     if (with_bias) expect_close(db, dbw, dbb, name(s) + " db beta " + std::to_string(beta));
   }
@@ -169,27 +171,27 @@ const std::vector<Conv2dShape> kFlatShapes = {
 
 TEST_F(Bf16Kernels, FlatConvolutionsMatchTheRoundingReference) {
   uint64_t seed = 100;
-  auto filter = [](const float* x, const float* dy, float* dw, float* db, const Conv2dShape& s,
+  auto weight = [](const float* x, const float* dy, float* dw, float* db, const Conv2dShape& s,
                    float beta) {
-    cpu::detail::conv2d_backward_filter_bf16_flat(x, dy, dw, db, s, beta);
+    cpu::detail::conv2d_backward_weight_bf16_flat(x, dy, dw, db, s, beta);
   };
   for (const auto& s : kFlatShapes) {
     ASSERT_TRUE(cpu::detail::conv2d_bf16_flat_supported(s)) << name(s);
     check_conv(s, seed += 10, cpu::detail::conv2d_forward_bf16_flat,
-               cpu::detail::conv2d_backward_data_bf16_flat, filter, true);
+               cpu::detail::conv2d_backward_input_bf16_flat, weight, true);
   }
-  // The filter gradient alone also takes odd channel counts and any padding.
+  // The weight gradient alone also takes odd channel counts and any padding.
   auto fwd = [](const float* x, const float* w, const float* b, float* y, const Conv2dShape& s) {
-    cpu::conv2d_forward_bf16_reference(x, w, b, y, s);
+    ref::conv2d_forward_bf16(x, w, b, y, s);
   };
-  auto data = [](const float* dy, const float* w, float* dx, const Conv2dShape& s) {
-    cpu::conv2d_backward_data_bf16_reference(dy, w, dx, s);
+  auto input = [](const float* dy, const float* w, float* dx, const Conv2dShape& s) {
+    ref::conv2d_backward_input_bf16(dy, w, dx, s);
   };
   for (const Conv2dShape& s :
        {Conv2dShape{3, 1, 28, 28, 16, 5, 5, 1, 2}, Conv2dShape{2, 3, 7, 9, 5, 3, 3, 1, 3},
         Conv2dShape{1, 5, 6, 6, 1, 1, 1, 1, 0}}) {
-    ASSERT_TRUE(cpu::detail::conv2d_bf16_flat_filter_supported(s)) << name(s);
-    check_conv(s, seed += 10, fwd, data, filter, true);
+    ASSERT_TRUE(cpu::detail::conv2d_bf16_flat_weight_supported(s)) << name(s);
+    check_conv(s, seed += 10, fwd, input, weight, true);
   }
 }
 
@@ -207,14 +209,14 @@ TEST_F(Bf16Kernels, ConvolutionsMatchTheRoundingReference) {
       // Batches past one L2-sized group of samples: each thread converts and multiplies groups.
       {48, 32, 14, 14, 32, 3, 3, 1, 1},
       {64, 16, 14, 14, 32, 5, 5, 1, 2},
-      // OH OW a multiple of 32 and OW even: the filter gradient packs dy in place (no copy), in
+      // OH OW a multiple of 32 and OW even: the weight gradient packs dy in place (no copy), in
       // one group of samples ({3, 10, 12, ...} above) and in several (simplecnn's conv2, 2
       // samples a group).
       {5, 32, 26, 26, 64, 3, 3, 1, 0}};
   uint64_t seed = 500;
   for (const auto& s : shapes)
-    check_conv(s, seed += 10, cpu::conv2d_forward_bf16, cpu::conv2d_backward_data_bf16,
-               cpu::conv2d_backward_filter_bf16, true);
+    check_conv(s, seed += 10, cpu::conv2d_forward_bf16, cpu::conv2d_backward_input_bf16,
+               cpu::conv2d_backward_weight_bf16, true);
 }
 
 void expect_same_bits_on_1_and_2_threads(const Conv2dShape& s) {
@@ -222,14 +224,12 @@ void expect_same_bits_on_1_and_2_threads(const Conv2dShape& s) {
   auto x = filled(s.x_count(), 1), w = filled(s.w_count(), 2), dy = filled(s.y_count(), 3);
   auto lx = filled(l.n * l.in, 4), lw = filled(l.out * l.in, 5);
   auto run = [&](int threads) {
-    const int saved = num_threads();
-    set_num_threads(threads);
+    engine::testing::ThreadCount guard(threads);
     std::vector<float> y(s.y_count()), dx(s.x_count()), dw(s.w_count()), ly(l.n * l.out);
     cpu::conv2d_forward_bf16(x.data(), w.data(), nullptr, y.data(), s);
-    cpu::conv2d_backward_data_bf16(dy.data(), w.data(), dx.data(), s);
-    cpu::conv2d_backward_filter_bf16(x.data(), dy.data(), dw.data(), nullptr, s, 0.f);
+    cpu::conv2d_backward_input_bf16(dy.data(), w.data(), dx.data(), s);
+    cpu::conv2d_backward_weight_bf16(x.data(), dy.data(), dw.data(), nullptr, s, 0.f);
     cpu::linear_forward_bf16(lx.data(), lw.data(), nullptr, ly.data(), l);
-    set_num_threads(saved);
     y.insert(y.end(), dx.begin(), dx.end());
     y.insert(y.end(), dw.begin(), dw.end());
     y.insert(y.end(), ly.begin(), ly.end());
@@ -240,7 +240,7 @@ void expect_same_bits_on_1_and_2_threads(const Conv2dShape& s) {
 
 // Each output is summed by one thread in a fixed order: 1 and 2 threads give the same bits.
 TEST_F(Bf16Kernels, ResultsDoNotDependOnTheThreadCount) {
-  // Several sample groups; the second's filter gradient reads dy in place.
+  // Several sample groups; the second's weight gradient reads dy in place.
   for (const Conv2dShape& s :
        {Conv2dShape{72, 16, 14, 14, 32, 5, 5, 1, 2}, Conv2dShape{7, 32, 26, 26, 64, 3, 3, 1, 0}})
     expect_same_bits_on_1_and_2_threads(s);

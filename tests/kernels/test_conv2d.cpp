@@ -1,6 +1,7 @@
 // tests/kernels/test_conv2d.cpp: conv2d (every algorithm) without a bias, beta, determinism,
 // workspace checks. Against the reference on the models' and awkward shapes (with a NaN workspace):
-// tests/kernels/test_bench_checks.cpp. Finite differences: tests/nn/test_functional.cpp.
+// the kernel-case table (kernels/testing/table.h). Finite differences:
+// tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,9 +10,10 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/reference.h"
 #include "tests/common/test_util.h"
+#include "tests/common/thread_guard.h"
 
 namespace engine::kernels {
 namespace {
@@ -20,15 +22,6 @@ using engine::testing::filled;
 
 using cpu::ConvAlgo;
 using cpu::ConvPass;
-
-class Threads {
- public:
-  explicit Threads(int n) : saved_(num_threads()) { set_num_threads(n); }
-  ~Threads() { set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 struct Grads {
   std::vector<float> y, dx, dw, db;
@@ -44,10 +37,10 @@ Grads run(const Conv2dShape& s, ConvAlgo algo, const std::vector<float>& x,
   const int64_t n = static_cast<int64_t>(ws.size());
   if (cpu::conv2d_algo_supported(s, algo, ConvPass::Forward))
     cpu::conv2d_forward(x.data(), w.data(), b, g.y.data(), s, ws.data(), n, algo);
-  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardData))
-    cpu::conv2d_backward_data(dy.data(), w.data(), g.dx.data(), s, ws.data(), n, algo);
-  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardFilter))
-    cpu::conv2d_backward_filter(x.data(), dy.data(), g.dw.data(), g.db.data(), s, 0.f, ws.data(), n,
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardInput))
+    cpu::conv2d_backward_input(dy.data(), w.data(), g.dx.data(), s, ws.data(), n, algo);
+  if (cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardWeight))
+    cpu::conv2d_backward_weight(x.data(), dy.data(), g.dw.data(), g.db.data(), s, 0.f, ws.data(), n,
                                 algo);
   return g;
 }
@@ -72,13 +65,13 @@ TEST(Conv2d, BackwardBiasAndBeta) {
   const Conv2dShape s{3, 4, 6, 7, 6, 3, 3, 1, 1};
   auto x = filled(s.x_count(), 8), dy = filled(s.y_count(), 9);
   std::vector<float> dw_ref(s.w_count()), db_ref(s.c_out);
-  ref::conv2d_backward_filter(x.data(), dy.data(), dw_ref.data(), s);
+  ref::conv2d_backward_weight(x.data(), dy.data(), dw_ref.data(), s);
   ref::conv2d_backward_bias(dy.data(), db_ref.data(), s);
   for (ConvAlgo algo : kAlgos) {
-    if (!cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardFilter)) continue;
+    if (!cpu::conv2d_algo_supported(s, algo, ConvPass::BackwardWeight)) continue;
     std::vector<float> ws(cpu::conv2d_workspace_count(s, algo));
     std::vector<float> dw(s.w_count(), 0.5f), db(s.c_out, -0.25f), db2(s.c_out, 2.f);
-    cpu::conv2d_backward_filter(x.data(), dy.data(), dw.data(), db.data(), s, 1.f, ws.data(),
+    cpu::conv2d_backward_weight(x.data(), dy.data(), dw.data(), db.data(), s, 1.f, ws.data(),
                                 static_cast<int64_t>(ws.size()), algo);
     cpu::conv2d_backward_bias(dy.data(), db2.data(), s, 0.f);
     for (int64_t i = 0; i < s.w_count(); ++i) EXPECT_NEAR(dw[i], dw_ref[i] + 0.5f, 1e-4);
@@ -96,11 +89,11 @@ TEST(Conv2d, DeterministicAcrossRunsAndThreadCounts) {
   for (ConvAlgo algo : kAlgos) {
     Grads one, two, two_again;
     {
-      Threads t(1);
+      engine::testing::ThreadCount t(1);
       one = run(s, algo, x, w, b.data(), dy);
     }
     {
-      Threads t(2);
+      engine::testing::ThreadCount t(2);
       two = run(s, algo, x, w, b.data(), dy);
       two_again = run(s, algo, x, w, b.data(), dy);
     }
@@ -108,7 +101,7 @@ TEST(Conv2d, DeterministicAcrossRunsAndThreadCounts) {
     EXPECT_EQ(two.dx, two_again.dx);
     EXPECT_EQ(two.dw, two_again.dw);
     EXPECT_EQ(two.db, two_again.db);
-    // Forward and backward-data split samples; backward-filter sums fixed chunks in order: the
+    // Forward and backward-input split samples; backward-weight sums fixed chunks in order: the
     // bits do not depend on the thread count either.
     EXPECT_EQ(one.y, two.y);
     EXPECT_EQ(one.dx, two.dx);
@@ -117,7 +110,8 @@ TEST(Conv2d, DeterministicAcrossRunsAndThreadCounts) {
   }
 }
 
-// Auto's forward of x with Cin 1 (a first layer: conv2d_one.cpp), with a NaN workspace.
+// Auto's forward of x with Cin 1 (a first layer: conv2d/direct_one_channel.cpp), with a NaN
+// workspace.
 std::vector<float> forward_auto(const Conv2dShape& s, const std::vector<float>& x,
                                 const std::vector<float>& w, const float* b) {
   std::vector<float> y(s.y_count(), std::nanf(""));
@@ -156,11 +150,11 @@ TEST(Conv2d, OneInputChannelMatchesReference) {
       ref::conv2d_forward(x.data(), w.data(), bias, want.data(), s);
       std::vector<float> one, two;
       {
-        Threads t(1);
+        engine::testing::ThreadCount t(1);
         one = forward_auto(s, x, w, bias);
       }
       {
-        Threads t(2);
+        engine::testing::ThreadCount t(2);
         two = forward_auto(s, x, w, bias);
       }
       EXPECT_LT(ref::max_rel_error(one.data(), want.data(), s.y_count()), 2e-5);

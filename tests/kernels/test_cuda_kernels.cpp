@@ -16,7 +16,7 @@
 #include "core/tensor.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/batchnorm.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/loss.h"
@@ -109,18 +109,18 @@ TEST_F(CudaKernels, Conv2dMatchesCpu) {
     std::vector<float> ws(kc::conv2d_workspace_count(s));
     std::vector<float> y(s.y_count()), dx(s.x_count()), dw(s.w_count()), db(s.c_out);
     kc::conv2d_forward(x.data(), w.data(), b.data(), y.data(), s, ws.data(), ws.size());
-    kc::conv2d_backward_data(dy.data(), w.data(), dx.data(), s, ws.data(), ws.size());
-    kc::conv2d_backward_filter(x.data(), dy.data(), dw.data(), db.data(), s, 0.f, ws.data(),
+    kc::conv2d_backward_input(dy.data(), w.data(), dx.data(), s, ws.data(), ws.size());
+    kc::conv2d_backward_weight(x.data(), dy.data(), dw.data(), db.data(), s, 0.f, ws.data(),
                                ws.size());
     Tensor gx = up(x), gw = up(w), gb = up(b), gdy = up(dy), gy = dempty(s.y_count()),
            gdx = dempty(s.x_count()), gdw = dempty(s.w_count()), gdb = dempty(s.c_out);
     for (int rep = 0; rep < 2; ++rep) {  // the second time from the cached plan
       kg::conv2d_forward(kDev, p(gx), p(gw), p(gb), p(gy), s);
-      kg::conv2d_backward_data(kDev, p(gdy), p(gw), p(gdx), s);
+      kg::conv2d_backward_input(kDev, p(gdy), p(gw), p(gdx), s);
       if (rep == 0) {  // the bias gradient from the filter pass, then on its own
-        kg::conv2d_backward_filter(kDev, p(gx), p(gdy), p(gdw), p(gdb), s, 0.f);
+        kg::conv2d_backward_weight(kDev, p(gx), p(gdy), p(gdw), p(gdb), s, 0.f);
       } else {
-        kg::conv2d_backward_filter(kDev, p(gx), p(gdy), p(gdw), nullptr, s, 0.f);
+        kg::conv2d_backward_weight(kDev, p(gx), p(gdy), p(gdw), nullptr, s, 0.f);
         kg::conv2d_backward_bias(kDev, p(gdy), p(gdb), s, 0.f);
       }
       EXPECT_LT(rel_error(gy.to_vector(), y), 1e-5) << "forward c_in=" << s.c_in;
@@ -129,7 +129,7 @@ TEST_F(CudaKernels, Conv2dMatchesCpu) {
       EXPECT_LT(rel_error(gdb.to_vector(), db), 1e-5) << "backward bias c_in=" << s.c_in;
     }
     // beta = 1 accumulates into the existing gradient.
-    kg::conv2d_backward_filter(kDev, p(gx), p(gdy), p(gdw), nullptr, s, 1.f);
+    kg::conv2d_backward_weight(kDev, p(gx), p(gdy), p(gdw), nullptr, s, 1.f);
     std::vector<float> twice(dw);
     for (float& v : twice) v *= 2.f;
     EXPECT_LT(rel_error(gdw.to_vector(), twice), 1e-5);
@@ -398,7 +398,7 @@ TEST_F(CudaKernels, EmptyBatchWeightGradientsAreZerosNotNaN) {
   const LinearShape ls{0, 4, 3};
   Tensor x = dempty(1), dy = dempty(1);
   Tensor cdw = up(std::vector<float>(cs.w_count(), nan)), cdb = up({nan, nan, nan});
-  kg::conv2d_backward_filter(kDev, p(x), p(dy), p(cdw), p(cdb), cs, 0.f);
+  kg::conv2d_backward_weight(kDev, p(x), p(dy), p(cdw), p(cdb), cs, 0.f);
   EXPECT_EQ(cdw.to_vector(), std::vector<float>(cs.w_count(), 0.f));
   EXPECT_EQ(cdb.to_vector(), std::vector<float>(3, 0.f));
   Tensor ldw = up(std::vector<float>(ls.out * ls.in, nan)), ldb = up({nan, nan, nan});
@@ -407,7 +407,7 @@ TEST_F(CudaKernels, EmptyBatchWeightGradientsAreZerosNotNaN) {
   EXPECT_EQ(ldw.to_vector(), std::vector<float>(ls.out * ls.in, 0.f));
   EXPECT_EQ(ldb.to_vector(), std::vector<float>(3, 0.f));
   Tensor half = up(std::vector<float>(cs.w_count(), 2.f));
-  kg::conv2d_backward_filter(kDev, p(x), p(dy), p(half), nullptr, cs, 0.5f);
+  kg::conv2d_backward_weight(kDev, p(x), p(dy), p(half), nullptr, cs, 0.5f);
   EXPECT_EQ(half.to_vector(), std::vector<float>(cs.w_count(), 1.f));
 }
 

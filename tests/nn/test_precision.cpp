@@ -91,8 +91,8 @@ TEST_F(Bf16Ops, Conv2dIsTheBf16KernelsForwardAndBackward) {
   EXPECT_EQ(y.to_vector(), want);
   Tensor dy = random_tensor(y.shape(), 8);
   y.backward(dy);
-  kernels::cpu::conv2d_backward_data_bf16(dy.data<float>(), w.data<float>(), dx.data(), s);
-  kernels::cpu::conv2d_backward_filter_bf16(x.data<float>(), dy.data<float>(), dw.data(), db.data(),
+  kernels::cpu::conv2d_backward_input_bf16(dy.data<float>(), w.data<float>(), dx.data(), s);
+  kernels::cpu::conv2d_backward_weight_bf16(x.data<float>(), dy.data<float>(), dw.data(), db.data(),
                                             s, 0.f);
   EXPECT_EQ(x.grad().to_vector(), dx);
   EXPECT_EQ(w.grad().to_vector(), dw);

@@ -1,6 +1,6 @@
-// kernels/cpu/reference_conv.cpp: reference implementations for checks: convolution and linear,
-// plain loops accumulating in double.
-#include "kernels/cpu/reference.h"
+// kernels/cpu/conv2d/reference.cpp: the convolution's definition as plain loops accumulating in
+// double: forward, input, weight and bias gradients. Start reading conv2d here.
+#include "kernels/cpu/conv2d/reference.h"
 
 namespace engine::kernels::ref {
 
@@ -24,7 +24,7 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
         }
 }
 
-void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s) {
+void conv2d_backward_input(const float* dy, const float* w, float* dx, const Conv2dShape& s) {
   const int64_t oh = s.oh(), ow = s.ow();
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t ci = 0; ci < s.c_in; ++ci)
@@ -45,7 +45,7 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
         }
 }
 
-void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Conv2dShape& s) {
+void conv2d_backward_weight(const float* x, const float* dy, float* dw, const Conv2dShape& s) {
   const int64_t oh = s.oh(), ow = s.ow();
   for (int64_t co = 0; co < s.c_out; ++co)
     for (int64_t ci = 0; ci < s.c_in; ++ci)
@@ -71,36 +71,6 @@ void conv2d_backward_bias(const float* dy, float* db, const Conv2dShape& s) {
     for (int64_t n = 0; n < s.n; ++n)
       for (int64_t i = 0; i < p; ++i) acc += dy[(n * s.c_out + co) * p + i];
     db[co] = static_cast<float>(acc);
-  }
-}
-
-void linear_forward(const float* x, const float* w, const float* b, float* y,
-                    const LinearShape& s) {
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t o = 0; o < s.out; ++o) {
-      double acc = b ? b[o] : 0.0;
-      for (int64_t i = 0; i < s.in; ++i) acc += double(x[n * s.in + i]) * w[o * s.in + i];
-      y[n * s.out + o] = static_cast<float>(acc);
-    }
-}
-
-void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
-                     float* db, const LinearShape& s) {
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t i = 0; i < s.in; ++i) {
-      double acc = 0.0;
-      for (int64_t o = 0; o < s.out; ++o) acc += double(dy[n * s.out + o]) * w[o * s.in + i];
-      dx[n * s.in + i] = static_cast<float>(acc);
-    }
-  for (int64_t o = 0; o < s.out; ++o) {
-    for (int64_t i = 0; i < s.in; ++i) {
-      double acc = 0.0;
-      for (int64_t n = 0; n < s.n; ++n) acc += double(dy[n * s.out + o]) * x[n * s.in + i];
-      dw[o * s.in + i] = static_cast<float>(acc);
-    }
-    double acc = 0.0;
-    for (int64_t n = 0; n < s.n; ++n) acc += dy[n * s.out + o];
-    db[o] = static_cast<float>(acc);
   }
 }
 

@@ -1,16 +1,16 @@
-// kernels/cpu/conv2d_flat.cpp: the "flat" stride-1 direct convolution kernels (AVX-512).
+// kernels/cpu/conv2d/direct_flat.cpp: the "flat" stride-1 direct convolution kernels (AVX-512).
 //
 // Forward, for one sample: output position q = oh*Wp + ow of the padded-width plane is
 //   y[co][q] = bias[co] + sum_{ci,kh,kw} w[co][ci][kh][kw] * xp[ci][q + kh*Wp + kw],
 // a GEMM whose B matrix is the padded input read at shifted offsets: no im2col. A register tile
 // holds 8 output channels x 48 consecutive q; columns with ow >= OW are computed and dropped by
 // masked stores, so the waste is (Wp - OW) / Wp.
-// Backward-filter, over a chunk of S samples laid out (C, S, Hp, Wp):
+// Backward-weight, over a chunk of S samples laid out (C, S, Hp, Wp):
 //   dw[co][ci][kh][kw] = sum_q dyc[co][q] * xc[ci][q + kh*Wp + kw],
 // with dyc = dy at rows < OH, cols < OW and zeros elsewhere; tiles of 4 channels x 6 taps.
 #include <algorithm>
 
-#include "kernels/cpu/conv2d_simd.h"
+#include "kernels/cpu/conv2d/direct_simd.h"
 
 #if defined(__AVX512F__)
 
@@ -99,7 +99,7 @@ constexpr ForwardTile kForwardTiles[kMaxNV][kFlatMR] = {ENGINE_FLAT_ROW(1), ENGI
 
 // out[r*K + j] = sum_q dyc[r][q] * xc[off[j] + q] for q < q_len (a multiple of 16).
 template <int MR, int NK>
-void filter_tile(const float* dyc, const float* xc, int64_t q_pad, int64_t q_len,
+void weight_tile(const float* dyc, const float* xc, int64_t q_pad, int64_t q_len,
                  const int64_t* off, float* out, int64_t k_len) {
   __m512 acc[MR][NK];
   for (int r = 0; r < MR; ++r)
@@ -124,16 +124,16 @@ void filter_tile(const float* dyc, const float* xc, int64_t q_pad, int64_t q_len
     }
 }
 
-using FilterTile = void (*)(const float*, const float*, int64_t, int64_t, const int64_t*, float*,
+using WeightTile = void (*)(const float*, const float*, int64_t, int64_t, const int64_t*, float*,
                             int64_t);
-#define ENGINE_FILTER_ROW(MR)                                                       \
+#define ENGINE_WEIGHT_ROW(MR)                                                       \
   {                                                                                 \
-    filter_tile<MR, 1>, filter_tile<MR, 2>, filter_tile<MR, 3>, filter_tile<MR, 4>, \
-        filter_tile<MR, 5>, filter_tile<MR, 6>                                      \
+    weight_tile<MR, 1>, weight_tile<MR, 2>, weight_tile<MR, 3>, weight_tile<MR, 4>, \
+        weight_tile<MR, 5>, weight_tile<MR, 6>                                      \
   }
-constexpr FilterTile kFilterTiles[kFMR][kFNK] = {ENGINE_FILTER_ROW(1), ENGINE_FILTER_ROW(2),
-                                                 ENGINE_FILTER_ROW(3), ENGINE_FILTER_ROW(4)};
-#undef ENGINE_FILTER_ROW
+constexpr WeightTile kWeightTiles[kFMR][kFNK] = {ENGINE_WEIGHT_ROW(1), ENGINE_WEIGHT_ROW(2),
+                                                 ENGINE_WEIGHT_ROW(3), ENGINE_WEIGHT_ROW(4)};
+#undef ENGINE_WEIGHT_ROW
 
 }  // namespace
 
@@ -154,7 +154,7 @@ void flat_conv_sample(const float* xp, const Geometry& g, const float* wpk, cons
   }
 }
 
-void flat_filter_chunk(const float* xc, const float* dyc, const Geometry& g, int64_t q_pad,
+void flat_weight_chunk(const float* xc, const float* dyc, const Geometry& g, int64_t q_pad,
                        int64_t q_len, float* part) {
   const int64_t k_len = g.k(), khw = g.kh * g.kw;
   Blocks co(g.c_out, kFMR), kb(k_len, kFNK);
@@ -167,7 +167,7 @@ void flat_filter_chunk(const float* xc, const float* dyc, const Geometry& g, int
         int64_t k = k0 + j, ci = k / khw, kh = (k % khw) / g.kw, kw = k % g.kw;
         off[j] = ci * q_pad + kh * g.wp + kw;
       }
-      kFilterTiles[co.size(b) - 1][nk - 1](dyc + o0 * q_pad, xc, q_pad, q_len, off,
+      kWeightTiles[co.size(b) - 1][nk - 1](dyc + o0 * q_pad, xc, q_pad, q_len, off,
                                            part + o0 * k_len + k0, k_len);
     }
   }

@@ -1,5 +1,5 @@
-// kernels/cpu/conv2d_one.cpp: the stride-1 forward convolution of a one-channel input (a model's
-// first layer) (AVX-512).
+// kernels/cpu/conv2d/direct_one_channel.cpp: the stride-1 forward convolution of a one-channel
+// input (a model's first layer) (AVX-512).
 //
 // With Cin = 1 the reduction is only KH*KW taps (9 or 25), too short for the flat and cv kernels'
 // tiles: their padding, packing and segment stores cost more than the FMAs. Here a register tile
@@ -12,7 +12,7 @@
 #include <algorithm>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/conv2d_simd.h"
+#include "kernels/cpu/conv2d/direct_simd.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/scratch.h"
 
@@ -21,15 +21,15 @@
 namespace engine::kernels::cpu::detail {
 namespace {
 
-constexpr int kOneMaxNV = 3;   // vectors per tile row (48 columns)
-constexpr int kOneMaxMR = 12;  // output channels per tile (NV <= 2; 8 at NV 3)
-constexpr int64_t kOneMaxKw = 16;
+constexpr int kOneChannelMaxNV = 3;   // vectors per tile row (48 columns)
+constexpr int kOneChannelMaxMR = 12;  // output channels per tile (NV <= 2; 8 at NV 3)
+constexpr int64_t kOneChannelMaxKw = 16;
 
 // Load masks of one column tile: lanes l of vector v at tap column kw read x column
 // c0 + 16v + kw - pad + l when it lies in [0, W), zero otherwise.
 struct TileMasks {
-  __mmask16 load[kOneMaxKw][kOneMaxNV];
-  __mmask16 store[kOneMaxNV];
+  __mmask16 load[kOneChannelMaxKw][kOneChannelMaxNV];
+  __mmask16 store[kOneChannelMaxNV];
 };
 
 __mmask16 lane_range(int64_t lo, int64_t hi) {
@@ -53,8 +53,8 @@ TileMasks tile_masks(const Conv2dShape& s, int64_t c0, int nv) {
 
 // y (MR, OH, OW) columns [c0, c0 + 16*NV) of one sample x (H, W); w (MR, KH, KW).
 template <int MR, int NV>
-void one_tile(const float* x, const Conv2dShape& s, int64_t c0, const TileMasks& m, const float* w,
-              const float* bias, float* y) {
+void one_channel_tile(const float* x, const Conv2dShape& s, int64_t c0, const TileMasks& m,
+                      const float* w, const float* bias, float* y) {
   const int64_t oh = s.oh(), ow = s.ow(), khw = s.kh * s.kw, plane = oh * ow;
   // Masked loads may start before x; only the lanes under the mask are read.
   const auto base = reinterpret_cast<intptr_t>(x) + (c0 - s.pad) * intptr_t{sizeof(float)};
@@ -88,28 +88,29 @@ void one_tile(const float* x, const Conv2dShape& s, int64_t c0, const TileMasks&
   }
 }
 
-using OneTile = void (*)(const float*, const Conv2dShape&, int64_t, const TileMasks&, const float*,
-                         const float*, float*);
-#define ENGINE_ONE_ROW(NV)                                                                    \
-  {                                                                                           \
-    one_tile<1, NV>, one_tile<2, NV>, one_tile<3, NV>, one_tile<4, NV>, one_tile<5, NV>,      \
-        one_tile<6, NV>, one_tile<7, NV>, one_tile<8, NV>, one_tile<9, NV>, one_tile<10, NV>, \
-        one_tile<11, NV>, one_tile<12, NV>                                                    \
+using OneChannelTile = void (*)(const float*, const Conv2dShape&, int64_t, const TileMasks&,
+                                const float*, const float*, float*);
+#define ENGINE_ONE_CHANNEL_ROW(NV)                                                   \
+  {                                                                                  \
+    one_channel_tile<1, NV>, one_channel_tile<2, NV>, one_channel_tile<3, NV>,       \
+        one_channel_tile<4, NV>, one_channel_tile<5, NV>, one_channel_tile<6, NV>,   \
+        one_channel_tile<7, NV>, one_channel_tile<8, NV>, one_channel_tile<9, NV>,   \
+        one_channel_tile<10, NV>, one_channel_tile<11, NV>, one_channel_tile<12, NV> \
   }
-constexpr OneTile kOneTiles[kOneMaxNV][kOneMaxMR] = {ENGINE_ONE_ROW(1), ENGINE_ONE_ROW(2),
-                                                     ENGINE_ONE_ROW(3)};
-#undef ENGINE_ONE_ROW
+constexpr OneChannelTile kOneChannelTiles[kOneChannelMaxNV][kOneChannelMaxMR] = {
+    ENGINE_ONE_CHANNEL_ROW(1), ENGINE_ONE_CHANNEL_ROW(2), ENGINE_ONE_CHANNEL_ROW(3)};
+#undef ENGINE_ONE_CHANNEL_ROW
 
 // Channels per tile for the widest tile: 12 x 2 vectors (or 8 x 3) accumulators leave registers
 // for the input vectors and the broadcast weight.
 int64_t max_mr(const Conv2dShape& s) {
-  return s.ow() > 2 * kLanes ? 8 : kOneMaxMR;
+  return s.ow() > 2 * kLanes ? 8 : kOneChannelMaxMR;
 }
 
 }  // namespace
 
 bool one_channel_supported(const Conv2dShape& s) {
-  return s.c_in == 1 && s.stride == 1 && s.kw <= kOneMaxKw && s.pad <= s.kh - 1 &&
+  return s.c_in == 1 && s.stride == 1 && s.kw <= kOneChannelMaxKw && s.pad <= s.kh - 1 &&
          s.pad <= s.kw - 1 && s.oh() > 0 && s.ow() > 0;
 }
 
@@ -122,10 +123,11 @@ void one_channel_forward(const float* x, const float* w, const float* b, float* 
       const int64_t n = t / bl.nb, o0 = bl.start(t % bl.nb), mr = bl.size(t % bl.nb);
       const float* xn = x + n * s.h * s.w;
       float* yn = y + (n * s.c_out + o0) * oh * ow;
-      for (int64_t c0 = 0; c0 < ow; c0 += kOneMaxNV * kLanes) {
-        const int nv = static_cast<int>(std::min<int64_t>(kOneMaxNV, ceil_div(ow - c0, kLanes)));
+      for (int64_t c0 = 0; c0 < ow; c0 += kOneChannelMaxNV * kLanes) {
+        const int nv =
+            static_cast<int>(std::min<int64_t>(kOneChannelMaxNV, ceil_div(ow - c0, kLanes)));
         const TileMasks m = tile_masks(s, c0, nv);
-        kOneTiles[nv - 1][mr - 1](xn, s, c0, m, w + o0 * khw, b ? b + o0 : nullptr, yn);
+        kOneChannelTiles[nv - 1][mr - 1](xn, s, c0, m, w + o0 * khw, b ? b + o0 : nullptr, yn);
       }
     }
   });
@@ -141,10 +143,12 @@ void one_channel_forward_pool(const float* x, const float* w, const float* b, fl
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / bl.nb, o0 = bl.start(t % bl.nb), mr = bl.size(t % bl.nb);
       const float* xn = x + n * s.h * s.w;
-      for (int64_t c0 = 0; c0 < ow; c0 += kOneMaxNV * kLanes) {
-        const int nv = static_cast<int>(std::min<int64_t>(kOneMaxNV, ceil_div(ow - c0, kLanes)));
+      for (int64_t c0 = 0; c0 < ow; c0 += kOneChannelMaxNV * kLanes) {
+        const int nv =
+            static_cast<int>(std::min<int64_t>(kOneChannelMaxNV, ceil_div(ow - c0, kLanes)));
         const TileMasks m = tile_masks(s, c0, nv);
-        kOneTiles[nv - 1][mr - 1](xn, s, c0, m, w + o0 * khw, b ? b + o0 : nullptr, conv.get());
+        kOneChannelTiles[nv - 1][mr - 1](xn, s, c0, m, w + o0 * khw, b ? b + o0 : nullptr,
+                                         conv.get());
       }
       const int64_t out = (n * s.c_out + o0) * pooled;
       max_pool2d_planes(conv.get(), y + out, arg + out, mr, ps, relu);

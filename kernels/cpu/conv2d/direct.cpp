@@ -1,21 +1,22 @@
-// kernels/cpu/conv2d_direct.cpp: the batch loops, workspace layout and kernel choice of the
-// AVX-512 direct convolution (stride 1). The kernels are in conv2d_flat.cpp and conv2d_cv.cpp.
+// kernels/cpu/conv2d/direct.cpp: the batch loops, workspace layout and kernel choice of the
+// AVX-512 direct convolution (stride 1). The kernels are in direct_flat.cpp and
+// direct_channel_vector.cpp.
 //
-// Forward and backward-data run one kernel per sample (Auto's forward of a one-channel input runs
-// conv2d_one.cpp's kernel instead), samples split over the pool's threads;
-// each thread pads its sample into its own workspace slot first. Backward-data is the forward
+// Forward and backward-input run one kernel per sample (Auto's forward of a one-channel input runs
+// direct_one_channel.cpp's kernel instead), samples split over the pool's threads;
+// each thread pads its sample into its own workspace slot first. Backward-input is the forward
 // kernel on dy padded by k-1-pad with the filter flipped and transposed (Cout in, Cin out).
-// Backward-filter splits the batch into fixed chunks of S samples (S from the shape only); each
+// Backward-weight splits the batch into fixed chunks of S samples (S from the shape only); each
 // chunk writes its own partial dw and db, and the partials are added in chunk order, so the
 // result does not depend on the thread count.
-#include "kernels/cpu/conv2d_direct.h"
+#include "kernels/cpu/conv2d/direct.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/conv2d_simd.h"
+#include "kernels/cpu/conv2d/direct_simd.h"
 #include "kernels/cpu/reduce.h"
 
 namespace engine::kernels::cpu::detail {
@@ -71,7 +72,7 @@ void pad_plane(const float* src, int64_t h, int64_t w, int64_t pt, int64_t pl, i
 
 namespace {
 
-constexpr int64_t kChunkFloats = 1 << 17;  // backward-filter chunk budget (512 KiB of L2)
+constexpr int64_t kChunkFloats = 1 << 17;  // backward-weight chunk budget (512 KiB of L2)
 
 Geometry forward_geometry(const Conv2dShape& s) {
   return {s.c_in, s.h + 2 * s.pad, s.w + 2 * s.pad, s.c_out, s.kh, s.kw, s.pad, s.h};
@@ -84,7 +85,7 @@ Geometry data_geometry(const Conv2dShape& s) {
 
 // Flat wastes the padded columns (Wp - OW of every Wp); cv wastes channels up to a multiple of
 // 16 and pays a transpose per output, which short filters (K < 32) do not amortise.
-bool use_cv(const Geometry& g, ConvAlgo k) {
+bool use_channel_vector(const Geometry& g, ConvAlgo k) {
   if (k != ConvAlgo::Auto) return k == ConvAlgo::ChannelVector;
   const int64_t oh = g.oh(), ow = g.ow();
   if (g.k() < 32) return false;
@@ -101,7 +102,7 @@ int64_t sample_floats(const Geometry& g) {
 }
 
 int64_t conv_ws(const Geometry& g, ConvAlgo k, int nthreads) {
-  return pack_floats(g, use_cv(g, k)) + nthreads * sample_floats(g);
+  return pack_floats(g, use_channel_vector(g, k)) + nthreads * sample_floats(g);
 }
 
 // Packs the filter (value(o, k)) and bias for the chosen kernel; returns the bias to pass.
@@ -112,7 +113,7 @@ const float* pack(const Geometry& g, bool cv, const float* bias, float* ws, F va
     flat_pack(ws, g.c_out, k_len, value);
     return bias;
   }
-  cv_pack(ws, g.c_out, k_len, value);
+  channel_vector_pack(ws, g.c_out, k_len, value);
   if (!bias) return nullptr;
   float* padded = ws + round16(g.c_out) * k_len;
   std::fill(padded, padded + round16(g.c_out), 0.f);
@@ -133,16 +134,16 @@ void conv_batch(const float* in, int64_t n, int64_t h, int64_t w, int64_t pt, in
       for (int64_t c = 0; c < g.c_in; ++c)
         pad_plane(in + i * in_sample + c * h * w, h, w, pt, pl, g.hp, g.wp, xp + c * g.plane());
       if (cv)
-        cv_conv_sample(xp, g, wpk, bias, out + i * out_sample);
+        channel_vector_conv_sample(xp, g, wpk, bias, out + i * out_sample);
       else
         flat_conv_sample(xp, g, wpk, bias, out + i * out_sample);
     }
   });
 }
 
-// ---- backward-filter ----
+// ---- backward-weight ----
 
-struct FilterPlan {
+struct WeightPlan {
   bool cv;
   int64_t chunk, n_chunks;
   int64_t w_part, part;  // floats of a chunk's dw partial, and with its db partial
@@ -150,10 +151,10 @@ struct FilterPlan {
   int64_t q_pad;  // flat: floats per channel of a chunk
 };
 
-bool use_cv_filter(const Conv2dShape& s, ConvAlgo k) {
+bool use_channel_vector_weight(const Conv2dShape& s, ConvAlgo k) {
   if (k == ConvAlgo::Flat) return false;
-  bool ok = cv_filter_supported(s.kw);
-  ENGINE_CHECK(ok || k == ConvAlgo::Auto, "conv2d_backward_filter: channel-vector kernel needs ",
+  bool ok = channel_vector_weight_supported(s.kw);
+  ENGINE_CHECK(ok || k == ConvAlgo::Auto, "conv2d_backward_weight: channel-vector kernel needs ",
                "kernel width 3 or 5, got ", s.kw);
   if (!ok || k == ConvAlgo::ChannelVector) return ok;
   const Geometry g = forward_geometry(s);
@@ -168,11 +169,11 @@ int64_t pow2_chunk(int64_t per_sample) {
   return c;
 }
 
-FilterPlan filter_plan(const Conv2dShape& s, ConvAlgo k) {
+WeightPlan weight_plan(const Conv2dShape& s, ConvAlgo k) {
   const Geometry g = forward_geometry(s);
   const int64_t plane = g.plane(), p = s.oh() * s.ow(), cpad = round16(s.c_out);
-  FilterPlan f{};
-  f.cv = use_cv_filter(s, k);
+  WeightPlan f{};
+  f.cv = use_channel_vector_weight(s, k);
   if (f.cv) {
     f.chunk = pow2_chunk(s.c_in * plane + p * cpad);
     f.w_part = g.k() * cpad;
@@ -195,7 +196,7 @@ FilterPlan filter_plan(const Conv2dShape& s, ConvAlgo k) {
 
 // Flat layout: xc (Cin, S, Hp, Wp) padded x, dyc (Cout, S, Hp, Wp) dy at the top left of each
 // plane; adds each channel's dy sum to bias.
-void fill_flat(const float* x, const float* dy, const Conv2dShape& s, const FilterPlan& f,
+void fill_flat(const float* x, const float* dy, const Conv2dShape& s, const WeightPlan& f,
                int64_t n0, int64_t count, float* xc, float* dyc, float* bias) {
   const Geometry g = forward_geometry(s);
   const int64_t plane = g.plane(), oh = s.oh(), ow = s.ow(), used = count * plane;
@@ -219,15 +220,15 @@ void fill_flat(const float* x, const float* dy, const Conv2dShape& s, const Filt
 }
 
 // Channel-vector layout: xs (count, Cin, Hp, Wp) padded x, dyt (count, OH*OW, cpad).
-void fill_cv(const float* x, const float* dy, const Conv2dShape& s, const FilterPlan& f, int64_t n0,
-             int64_t count, float* xs, float* dyt, float* bias) {
+void fill_channel_vector(const float* x, const float* dy, const Conv2dShape& s, const WeightPlan& f,
+                         int64_t n0, int64_t count, float* xs, float* dyt, float* bias) {
   const Geometry g = forward_geometry(s);
   const int64_t plane = g.plane(), p = s.oh() * s.ow(), cpad = round16(s.c_out);
   for (int64_t j = 0; j < count; ++j) {
     for (int64_t c = 0; c < s.c_in; ++c)
       pad_plane(x + ((n0 + j) * s.c_in + c) * s.h * s.w, s.h, s.w, s.pad, s.pad, g.hp, g.wp,
                 xs + (j * s.c_in + c) * plane);
-    cv_transpose_dy(dy + (n0 + j) * s.c_out * p, s.c_out, p, dyt + j * p * cpad, bias);
+    channel_vector_transpose_dy(dy + (n0 + j) * s.c_out * p, s.c_out, p, dyt + j * p * cpad, bias);
   }
   const int64_t used = count * s.c_in * plane;
   std::memset(xs + used, 0, sizeof(float) * (f.x_floats - used));
@@ -239,8 +240,8 @@ bool direct_supported(const Conv2dShape& s) {
   return s.stride == 1 && s.pad <= s.kh - 1 && s.pad <= s.kw - 1 && s.oh() > 0 && s.ow() > 0;
 }
 
-bool direct_cv_filter_supported(const Conv2dShape& s) {
-  return cv_filter_supported(s.kw);
+bool direct_channel_vector_weight_supported(const Conv2dShape& s) {
+  return channel_vector_weight_supported(s.kw);
 }
 
 int64_t direct_forward_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
@@ -248,12 +249,12 @@ int64_t direct_forward_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
   return conv_ws(forward_geometry(s), k, nthreads);
 }
 
-int64_t direct_backward_data_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
+int64_t direct_backward_input_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
   return conv_ws(data_geometry(s), k, nthreads);
 }
 
-int64_t direct_backward_filter_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
-  FilterPlan f = filter_plan(s, k);
+int64_t direct_backward_weight_ws(const Conv2dShape& s, ConvAlgo k, int nthreads) {
+  WeightPlan f = weight_plan(s, k);
   return f.n_chunks * f.part + nthreads * f.per_thread;
 }
 
@@ -273,16 +274,16 @@ void direct_forward(const float* x, const float* w, const float* b, float* y, co
     return;
   }
   const Geometry g = forward_geometry(s);
-  const bool cv = use_cv(g, k);
+  const bool cv = use_channel_vector(g, k);
   const int64_t k_len = g.k();
   const float* bias = pack(g, cv, b, ws, [&](int64_t o, int64_t t) { return w[o * k_len + t]; });
   conv_batch(x, s.n, s.h, s.w, s.pad, s.pad, g, cv, ws, bias, y, ws + pack_floats(g, cv));
 }
 
-void direct_backward_data(const float* dy, const float* w, float* dx, const Conv2dShape& s,
-                          ConvAlgo k, float* ws) {
+void direct_backward_input(const float* dy, const float* w, float* dx, const Conv2dShape& s,
+                           ConvAlgo k, float* ws) {
   const Geometry g = data_geometry(s);
-  const bool cv = use_cv(g, k);
+  const bool cv = use_channel_vector(g, k);
   const int64_t khw = s.kh * s.kw;
   // Transposed filter: output ci, tap (co, kh, kw) = w[co][ci][KH-1-kh][KW-1-kw].
   pack(g, cv, nullptr, ws, [&](int64_t ci, int64_t t) {
@@ -292,9 +293,9 @@ void direct_backward_data(const float* dy, const float* w, float* dx, const Conv
              ws + pack_floats(g, cv));
 }
 
-void direct_backward_filter(const float* x, const float* dy, float* dw, float* db,
+void direct_backward_weight(const float* x, const float* dy, float* dw, float* db,
                             const Conv2dShape& s, float beta, ConvAlgo k, float* ws) {
-  const FilterPlan f = filter_plan(s, k);
+  const WeightPlan f = weight_plan(s, k);
   const Geometry g = forward_geometry(s);
   const int64_t k_len = g.k(), cpad = round16(s.c_out), plane = g.plane();
   if (s.n == 0) {  // no chunks: the sums are zero
@@ -313,11 +314,11 @@ void direct_backward_filter(const float* x, const float* dy, float* dw, float* d
       float* bias = part + f.w_part;
       std::fill(bias, bias + cpad, 0.f);
       if (f.cv) {
-        fill_cv(x, dy, s, f, n0, count, xb, dyb, bias);
-        cv_filter_chunk(xb, dyb, count, g, part);
+        fill_channel_vector(x, dy, s, f, n0, count, xb, dyb, bias);
+        channel_vector_weight_chunk(xb, dyb, count, g, part);
       } else {
         fill_flat(x, dy, s, f, n0, count, xb, dyb, bias);
-        flat_filter_chunk(xb, dyb, g, f.q_pad, round16(count * plane), part);
+        flat_weight_chunk(xb, dyb, g, f.q_pad, round16(count * plane), part);
       }
     }
   });
@@ -353,27 +354,27 @@ void direct_forward_pool(const float*, const float*, const float*, float*, int32
 bool direct_supported(const Conv2dShape&) {
   return false;
 }
-bool direct_cv_filter_supported(const Conv2dShape&) {
+bool direct_channel_vector_weight_supported(const Conv2dShape&) {
   return false;
 }
 int64_t direct_forward_ws(const Conv2dShape&, ConvAlgo, int) {
   return 0;
 }
-int64_t direct_backward_data_ws(const Conv2dShape&, ConvAlgo, int) {
+int64_t direct_backward_input_ws(const Conv2dShape&, ConvAlgo, int) {
   return 0;
 }
-int64_t direct_backward_filter_ws(const Conv2dShape&, ConvAlgo, int) {
+int64_t direct_backward_weight_ws(const Conv2dShape&, ConvAlgo, int) {
   return 0;
 }
 void direct_forward(const float*, const float*, const float*, float*, const Conv2dShape&, ConvAlgo,
                     float*) {
   ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
-void direct_backward_data(const float*, const float*, float*, const Conv2dShape&, ConvAlgo,
-                          float*) {
+void direct_backward_input(const float*, const float*, float*, const Conv2dShape&, ConvAlgo,
+                           float*) {
   ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }
-void direct_backward_filter(const float*, const float*, float*, float*, const Conv2dShape&, float,
+void direct_backward_weight(const float*, const float*, float*, float*, const Conv2dShape&, float,
                             ConvAlgo, float*) {
   ENGINE_FAIL("conv2d: direct kernels not compiled (no AVX-512)");
 }

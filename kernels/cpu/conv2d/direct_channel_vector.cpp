@@ -1,11 +1,12 @@
-// kernels/cpu/conv2d_cv.cpp: the "channel-vector" stride-1 direct convolution kernels (AVX-512).
+// kernels/cpu/conv2d/direct_channel_vector.cpp: the "channel-vector" (cv) stride-1 direct
+// convolution kernels (AVX-512): vectors of 16 output channels (ConvAlgo::ChannelVector).
 //
 // Forward: a tile holds NJ consecutive outputs of one row for 16*OCV output channels, one vector
 // of 16 channels per position; per tap it loads OCV weight vectors and broadcasts NJ inputs:
 //   acc[j][co] += w[co][ci][kh][kw] * xp[ci][oh + kh][ow0 + j + kw].
 // No output position is wasted; channels pad to 16. The tile is transposed to (C, NJ) rows on
 // the way out.
-// Backward-filter: dy is transposed to (positions, channels); a tile holds R kernel rows x KW
+// Backward-weight: dy is transposed to (positions, channels); a tile holds R kernel rows x KW
 // taps for 16*OCV channels and runs over every position of the chunk:
 //   acc[tap][co] += dyt[p][co] * xp[ci][oh + kh][ow + kw],
 // so the reduction stays in vector lanes of distinct channels (no horizontal sums).
@@ -13,7 +14,7 @@
 #include <array>
 #include <utility>
 
-#include "kernels/cpu/conv2d_simd.h"
+#include "kernels/cpu/conv2d/direct_simd.h"
 
 #if defined(__AVX512F__)
 
@@ -137,7 +138,7 @@ void store_transposed(const float* tmp, int64_t ocv, int64_t nj, int64_t n_ch, f
     }
 }
 
-// ---- backward-filter ----
+// ---- backward-weight ----
 
 // Positions per step: with OCV <= 2 a step takes JB positions, whose dy vectors stay in
 // registers while each input of a kernel row is broadcast once for all the taps that read it
@@ -151,7 +152,7 @@ constexpr int rmax(int ocv, int kw) {
   return std::max(1, std::min(8, (31 - 1 - jb_for(ocv) * ocv) / (ocv * kw)));
 }
 
-struct FilterArgs {
+struct WeightArgs {
   const float* xs;
   const float* dyt;
   int64_t count, plane, sample, wp, oh, ow, cpad;
@@ -163,7 +164,7 @@ struct FilterArgs {
 // A row's last step may run past OW: its extra dy vectors are zero, and the inputs it reads
 // (the next row, or the buffer's zero slack) are finite, so they add nothing.
 template <int OCV, int KW, int R>
-void filter_tile(const FilterArgs& a, const int64_t* row_off, const int64_t* kh_of, float* out) {
+void weight_tile(const WeightArgs& a, const int64_t* row_off, const int64_t* kh_of, float* out) {
   constexpr int JB = jb_for(OCV);
   __m512 acc[R][KW][OCV];
   for (int r = 0; r < R; ++r)
@@ -211,38 +212,38 @@ void filter_tile(const FilterArgs& a, const int64_t* row_off, const int64_t* kh_
         _mm512_storeu_ps(out + (r * KW + c) * a.cpad + v * kLanes, acc[r][c][v]);
 }
 
-using FilterTile = void (*)(const FilterArgs&, const int64_t*, const int64_t*, float*);
+using WeightTile = void (*)(const WeightArgs&, const int64_t*, const int64_t*, float*);
 
 template <int OCV, int KW, int R = 1>
-FilterTile pick_filter(int r) {
+WeightTile pick_weight_tile(int r) {
   if constexpr (R > rmax(OCV, KW)) {
     return nullptr;
   } else {
-    return r == R ? filter_tile<OCV, KW, R> : pick_filter<OCV, KW, R + 1>(r);
+    return r == R ? weight_tile<OCV, KW, R> : pick_weight_tile<OCV, KW, R + 1>(r);
   }
 }
 
 template <int KW>
-FilterTile pick_filter(int ocv, int r) {
+WeightTile pick_weight_tile(int ocv, int r) {
   switch (ocv) {
     case 1:
-      return pick_filter<1, KW>(r);
+      return pick_weight_tile<1, KW>(r);
     case 2:
-      return pick_filter<2, KW>(r);
+      return pick_weight_tile<2, KW>(r);
     case 3:
-      return pick_filter<3, KW>(r);
+      return pick_weight_tile<3, KW>(r);
     default:
-      return pick_filter<4, KW>(r);
+      return pick_weight_tile<4, KW>(r);
   }
 }
 
 }  // namespace
 
-void cv_conv_sample(const float* xp, const Geometry& g, const float* wcv, const float* bias,
-                    float* y) {
+void channel_vector_conv_sample(const float* xp, const Geometry& g, const float* wcv,
+                                const float* bias, float* y) {
   const int64_t oh = g.oh(), ow = g.ow(), k_len = g.k(), out_plane = oh * ow;
-  Blocks vb(ceil_div(g.c_out, kLanes), kCvVectors);
-  alignas(64) float tmp[kMaxNJ * kLanes * kCvVectors];
+  Blocks vb(ceil_div(g.c_out, kLanes), kChannelVectorsPerTile);
+  alignas(64) float tmp[kMaxNJ * kLanes * kChannelVectorsPerTile];
   for (int64_t b = 0; b < vb.nb; ++b) {
     const int64_t v0 = vb.start(b), ocv = vb.size(b);
     const float* wb = wcv + kLanes * v0 * k_len;
@@ -272,18 +273,18 @@ void cv_conv_sample(const float* xp, const Geometry& g, const float* wcv, const 
   }
 }
 
-bool cv_filter_supported(int64_t kw) {
+bool channel_vector_weight_supported(int64_t kw) {
   return kw == 3 || kw == 5;
 }
 
-void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geometry& g,
-                     float* part) {
+void channel_vector_weight_chunk(const float* xs, const float* dyt, int64_t count,
+                                 const Geometry& g, float* part) {
   const int64_t cpad = round16(g.c_out), plane = g.plane(), rows = g.c_in * g.kh;
   Blocks vb(cpad / kLanes, 4);
   for (int64_t b = 0; b < vb.nb; ++b) {
     const int ocv = static_cast<int>(vb.size(b));
     const int64_t v0 = vb.start(b);
-    FilterArgs a{
+    WeightArgs a{
         xs,    dyt + v0 * kLanes, count, plane, g.c_in * plane, g.wp, g.oh(), g.ow(), cpad, g.top,
         g.rows};
     Blocks rb(rows, g.kw == 3 ? rmax(ocv, 3) : rmax(ocv, 5));
@@ -295,13 +296,14 @@ void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geo
         kh_of[i] = (r0 + i) % g.kh;
         row_off[i] = (r0 + i) / g.kh * plane + kh_of[i] * g.wp;
       }
-      FilterTile tile = g.kw == 3 ? pick_filter<3>(ocv, r) : pick_filter<5>(ocv, r);
+      WeightTile tile = g.kw == 3 ? pick_weight_tile<3>(ocv, r) : pick_weight_tile<5>(ocv, r);
       tile(a, row_off, kh_of, part + r0 * g.kw * cpad + v0 * kLanes);
     }
   }
 }
 
-void cv_transpose_dy(const float* dy, int64_t c_out, int64_t p, float* dyt, float* bias_acc) {
+void channel_vector_transpose_dy(const float* dy, int64_t c_out, int64_t p, float* dyt,
+                                 float* bias_acc) {
   const int64_t cpad = round16(c_out);
   for (int64_t v = 0; v < cpad / kLanes; ++v) {
     const int64_t chans = std::min(kLanes, c_out - v * kLanes);

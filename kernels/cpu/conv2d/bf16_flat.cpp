@@ -1,5 +1,5 @@
-// kernels/cpu/conv2d_bf16.cpp: the stride-1 convolution passes of conv2d_bf16.h.
-#include "kernels/cpu/conv2d_bf16.h"
+// kernels/cpu/conv2d/bf16_flat.cpp: the stride-1 bf16 convolution passes of bf16_flat.h.
+#include "kernels/cpu/conv2d/bf16_flat.h"
 
 #include <algorithm>
 #include <cstring>
@@ -186,7 +186,7 @@ void conv_forward(const float* x, const Flat& f, const WeightView& wv, int64_t c
 }
 
 // koff[(ci * KH + i) * KW + j]: where tap (ci, i, j) starts in a padded sample (rows of wp).
-void filter_offsets(const Flat& f, int64_t wp, int64_t* koff) {
+void weight_offsets(const Flat& f, int64_t wp, int64_t* koff) {
   for (int64_t ci = 0; ci < f.c; ++ci)
     for (int64_t i = 0; i < f.kh; ++i)
       for (int64_t j = 0; j < f.kw; ++j)
@@ -242,7 +242,7 @@ bool conv2d_bf16_flat_supported(const Conv2dShape& s) {
          s.c_out % 2 == 0;
 }
 
-bool conv2d_bf16_flat_filter_supported(const Conv2dShape& s) {
+bool conv2d_bf16_flat_weight_supported(const Conv2dShape& s) {
   return s.stride == 1;
 }
 
@@ -252,8 +252,8 @@ void conv2d_forward_bf16_flat(const float* x, const float* w, const float* b, fl
   conv_forward(x, {s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw}, wv, s.c_out, b, y);
 }
 
-void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
-                                    const Conv2dShape& s) {
+void conv2d_backward_input_bf16_flat(const float* dy, const float* w, float* dx,
+                                     const Conv2dShape& s) {
   // dx[ci] = sum over (co, i, j) of w[co, ci, KH-1-i, KW-1-j] dy[co] padded by (KH-1-pad) at
   // (i, j): out channel ci, input channel co, flipped offsets.
   const WeightView wv{w, s.kh * s.kw, s.c_in * s.kh * s.kw, true};
@@ -261,7 +261,7 @@ void conv2d_backward_data_bf16_flat(const float* dy, const float* w, float* dx,
                wv, s.c_in, nullptr, dx);
 }
 
-void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw, float* db,
+void conv2d_backward_weight_bf16_flat(const float* x, const float* dy, float* dw, float* db,
                                       const Conv2dShape& s, float beta) {
   const Flat f{s.n, s.c_in, s.h, s.w, s.pad, s.pad, s.kh, s.kw};
   const int64_t wp = f.wp(), ow = f.ow(), oh = f.oh(), k = f.k(), c_out = s.c_out;
@@ -278,7 +278,7 @@ void conv2d_backward_filter_bf16_flat(const float* x, const float* dy, float* dw
   const int64_t groups = (s.n + group - 1) / group;
   Scratch<int64_t> koff(k), pairs(group * qs / 2);
   Scratch<float> plane_sums(db ? s.n * c_out : 1);
-  filter_offsets(f, wp, koff.get());
+  weight_offsets(f, wp, koff.get());
   pair_offsets(group, qs, per_sample, oh * rw, rw, wp, pairs.get());
   // dy's planes are already runs of qs (OW even, OH OW even): the GEMM packs them in place, no
   // copy into dyf (which held 2x the conversion's memory traffic).

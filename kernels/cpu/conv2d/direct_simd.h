@@ -1,8 +1,8 @@
-// kernels/cpu/conv2d_simd.h: internal to kernels/cpu/conv2d_*.cpp: AVX-512 helpers and the two
-// stride-1 direct kernels. "Flat" vectorises over output positions of a padded-width plane
-// (conv2d_flat.cpp); "channel-vector" (cv) vectorises over 16 output channels and broadcasts
-// inputs (conv2d_cv.cpp). conv2d_direct.cpp picks one per shape and runs the batch loops; a
-// one-channel input's forward has its own kernel (conv2d_one.cpp).
+// kernels/cpu/conv2d/direct_simd.h: internal to the direct kernels of kernels/cpu/conv2d/: AVX-512
+// helpers and the stride-1 direct kernels. "Flat" vectorises over output positions of a
+// padded-width plane (direct_flat.cpp); "channel-vector" (cv) vectorises over 16 output channels
+// and broadcasts inputs (direct_channel_vector.cpp). direct.cpp picks one per shape and runs the
+// batch loops; a one-channel input's forward has its own kernel (direct_one_channel.cpp).
 #pragma once
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -91,7 +91,7 @@ template <int S, int D>
   transpose_round<3, 1>(r);
 }
 
-// ---- flat kernel: conv2d_flat.cpp ----
+// ---- flat kernel: direct_flat.cpp ----
 
 constexpr int64_t kFlatMR = 8;  // output channels per tile
 
@@ -111,22 +111,23 @@ void flat_pack(float* dst, int64_t n_out, int64_t k_len, F value) {
 void flat_conv_sample(const float* xp, const Geometry& g, const float* wpk, const float* bias,
                       float* y);
 
-// Backward-filter over one chunk in the flat layout: xc (Cin, q_pad) holding S padded planes
+// Backward-weight over one chunk in the flat layout: xc (Cin, q_pad) holding S padded planes
 // back to back (+ slack), dyc (Cout, q_pad) holding dy at rows < OH, cols < OW of each plane and
 // zeros elsewhere. part (Cout, K) = sum_q dyc[co][q] * xc[ci][q + kh*Wp + kw] over q < q_len.
-void flat_filter_chunk(const float* xc, const float* dyc, const Geometry& g, int64_t q_pad,
+void flat_weight_chunk(const float* xc, const float* dyc, const Geometry& g, int64_t q_pad,
                        int64_t q_len, float* part);
 
-// ---- channel-vector kernel: conv2d_cv.cpp ----
+// ---- channel-vector kernel: direct_channel_vector.cpp ----
 
-// Output channels padded to vectors of 16; blocks of <= kCvVectors vectors share a tile.
-constexpr int64_t kCvVectors = 2;
+// Output channels padded to vectors of 16; blocks of <= kChannelVectorsPerTile vectors share a
+// tile.
+constexpr int64_t kChannelVectorsPerTile = 2;
 
-// Filter packing for cv_conv_sample: vector block [v0, v0+nv) stored at dst + 16*v0*K as
-// (K, 16*nv), channels >= n_out zero. value(o, k) as for flat_pack.
+// Filter packing for channel_vector_conv_sample: vector block [v0, v0+nv) stored at dst + 16*v0*K
+// as (K, 16*nv), channels >= n_out zero. value(o, k) as for flat_pack.
 template <class F>
-void cv_pack(float* dst, int64_t n_out, int64_t k_len, F value) {
-  Blocks vb(ceil_div(n_out, kLanes), kCvVectors);
+void channel_vector_pack(float* dst, int64_t n_out, int64_t k_len, F value) {
+  Blocks vb(ceil_div(n_out, kLanes), kChannelVectorsPerTile);
   for (int64_t b = 0; b < vb.nb; ++b) {
     const int64_t v0 = vb.start(b), width = kLanes * vb.size(b);
     float* d = dst + kLanes * v0 * k_len;
@@ -139,23 +140,24 @@ void cv_pack(float* dst, int64_t n_out, int64_t k_len, F value) {
 }
 
 // As flat_conv_sample; bias (if not null) padded to a multiple of 16 floats.
-void cv_conv_sample(const float* xp, const Geometry& g, const float* wcv, const float* bias,
-                    float* y);
+void channel_vector_conv_sample(const float* xp, const Geometry& g, const float* wcv,
+                                const float* bias, float* y);
 
-// Whether cv_filter_chunk handles this kernel width.
-bool cv_filter_supported(int64_t kw);
+// Whether channel_vector_weight_chunk handles this kernel width.
+bool channel_vector_weight_supported(int64_t kw);
 
-// Backward-filter over one chunk in the channel-vector layout: xs (count, Cin, Hp, Wp) padded
+// Backward-weight over one chunk in the channel-vector layout: xs (count, Cin, Hp, Wp) padded
 // samples back to back (+ slack), dyt (count, OH*OW, cpad) dy transposed, cpad = round16(Cout).
 // part (K, cpad): part[k][co] = sum over samples and positions of dy * x at tap k.
-void cv_filter_chunk(const float* xs, const float* dyt, int64_t count, const Geometry& g,
-                     float* part);
+void channel_vector_weight_chunk(const float* xs, const float* dyt, int64_t count,
+                                 const Geometry& g, float* part);
 
 // dyt (OH*OW, cpad) = dy (Cout, OH*OW) transposed, channels >= Cout zero; adds each channel's
 // sum to bias_acc (cpad), in a fixed order.
-void cv_transpose_dy(const float* dy, int64_t c_out, int64_t p, float* dyt, float* bias_acc);
+void channel_vector_transpose_dy(const float* dy, int64_t c_out, int64_t p, float* dyt,
+                                 float* bias_acc);
 
-// ---- one-input-channel forward: conv2d_one.cpp ----
+// ---- one-input-channel forward: direct_one_channel.cpp ----
 
 // Cin 1, stride 1, pad <= k-1 and KW <= 16.
 bool one_channel_supported(const Conv2dShape& s);
