@@ -1,7 +1,8 @@
 // apps/gpu_selftest_main.cpp: `gpu_selftest`, the first program to run on a machine with a GPU.
-// It checks every CUDA op against the CPU (forward and backward), one training step of each
-// model, NCCL collectives in one process, and an all_reduce between two ranks (child processes)
-// over each backend (ring staged, ring IPC, NCCL), then prints a pass/fail table.
+// It runs the kernel-case table on the device, checks every CUDA op against the CPU (forward and
+// backward), one training step of each model, NCCL collectives in one process, and an all_reduce
+// between two ranks (child processes) over each backend (ring staged, ring IPC, NCCL), then prints
+// a pass/fail table (kernels/testing/report.h).
 // Exit code: 0 all passed, 1 a check failed, 2 no CUDA device (the reason is printed) or bad use,
 // 3 none failed but some were skipped (shown as "skip", never counted as passed).
 #include <cstdint>
@@ -11,10 +12,10 @@
 
 #include "apps/gpu_selftest/checks.h"
 #include "apps/gpu_selftest/multi_rank.h"
-#include "apps/gpu_selftest/table.h"
 #include "apps/program.h"
 #include "core/cuda_backend.h"
 #include "core/device.h"
+#include "kernels/testing/report.h"
 
 namespace {
 
@@ -32,13 +33,14 @@ int run_checks(engine::Device dev) {
   using namespace engine;
   std::printf("gpu_selftest on %s: every result compared with the CPU's\n\n", dev.str().c_str());
   std::vector<selftest::CheckResult> all;
-  for (auto* run : {&selftest::run_test_cases, &selftest::run_nccl_checks}) {
+  for (auto* run :
+       {&selftest::run_table_cases, &selftest::run_test_cases, &selftest::run_nccl_checks}) {
     std::vector<selftest::CheckResult> part = (*run)(dev);
     all.insert(all.end(), part.begin(), part.end());
   }
   std::vector<selftest::CheckResult> part = selftest::run_multi_rank_checks(dev, "/proc/self/exe");
   all.insert(all.end(), part.begin(), part.end());
-  const selftest::Summary s = selftest::summarize(all);
+  const kernels::testing::Summary s = kernels::testing::summarize(all);
   std::printf("%s", s.table.c_str());
   return s.exit_code();
 }

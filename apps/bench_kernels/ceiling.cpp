@@ -12,11 +12,14 @@
 #include <functional>
 #include <utility>
 
-#include "apps/bench_kernels/checks.h"
 #include "core/thread_pool.h"
+#include "kernels/testing/check.h"
 
 namespace engine::bench {
 namespace {
+
+using kernels::testing::Buffer;
+using kernels::testing::uniform;
 
 double seconds_of(const std::function<void()>& fn) {
   auto t0 = std::chrono::steady_clock::now();

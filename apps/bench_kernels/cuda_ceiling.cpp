@@ -16,18 +16,21 @@
 #include <algorithm>
 #include <functional>
 
-#include "apps/bench_kernels/ops_cuda.h"
 #include "core/cuda/check.cuh"
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/handles.cuh"
+#include "kernels/testing/ops_cuda.h"
 #endif
 
 namespace engine::bench {
 
 #ifdef ENGINE_WITH_CUDA
 namespace {
+
+using kernels::testing::DeviceBuffer;
+using kernels::testing::uniform;
 
 // Two timing events on the compute stream of one device (current while this lives).
 class EventTimer {

@@ -10,6 +10,12 @@
 #include "data/mnist.h"
 
 namespace engine::bench {
+
+using kernels::testing::Buffer;
+using kernels::testing::CheckResult;
+using kernels::testing::compare;
+using kernels::testing::compare_ints;
+using kernels::testing::kExact;
 namespace {
 
 constexpr int64_t kSide = 28;

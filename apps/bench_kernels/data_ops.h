@@ -4,9 +4,11 @@
 #include <memory>
 #include <string>
 
-#include "apps/bench_kernels/checks.h"
+#include "kernels/testing/check.h"
 
 namespace engine::bench {
+
+using kernels::testing::Op;
 
 // Decodes an IDX image file of `images` 28x28 MNIST-like images (a dark background, a bright
 // blob: about as compressible as MNIST) written to a temporary file, removed with the Op.

@@ -77,22 +77,6 @@ std::vector<int> run_children(const std::string& self, const std::string& backen
 
 }  // namespace
 
-Outcome outcome_of(const std::vector<int>& codes, std::string* detail) {
-  bool failed = false, skipped = false;
-  for (size_t k = 0; k < codes.size(); ++k) {
-    if (codes[k] == 0) continue;
-    if (codes[k] == kSkipCode) {
-      skipped = true;
-      *detail += "skipped by rank " + std::to_string(k) + " (reason above); ";
-    } else {
-      failed = true;
-      *detail += "rank " + std::to_string(k) + " exited " + std::to_string(codes[k]) + "; ";
-    }
-  }
-  if (!detail->empty()) detail->resize(detail->size() - 2);
-  return failed ? Outcome::Fail : skipped ? Outcome::Skip : Outcome::Pass;
-}
-
 std::vector<CheckResult> run_multi_rank_checks(Device, const std::string& self) {
   std::vector<CheckResult> out;
   constexpr int kWorld = 2;

@@ -15,11 +15,9 @@
 
 namespace engine::selftest {
 
-// A child's exit code for "cannot run here" (too few GPUs, no CUDA IPC), as automake's.
-constexpr int kSkipCode = 77;
-// One check's outcome from its ranks' exit codes: any other non-zero fails it, else any
-// kSkipCode skips it (never a pass); *detail gets what each such rank did.
-Outcome outcome_of(const std::vector<int>& codes, std::string* detail);
+// A child's exit code for "cannot run here", and a check's outcome from its ranks' exit codes.
+using kernels::testing::kSkipCode;
+using kernels::testing::outcome_of;
 
 // Runs every backend's check with 2 ranks; self is the path of this program (/proc/self/exe).
 std::vector<CheckResult> run_multi_rank_checks(Device dev, const std::string& self);

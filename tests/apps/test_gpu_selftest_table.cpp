@@ -1,18 +1,17 @@
-// tests/apps/test_gpu_selftest_table.cpp: gpu_selftest's table and exit code (apps/gpu_selftest/
-// table.h) and the two-rank checks' outcome from the ranks' exit codes (multi_rank.h): issue 14
-// finding 3, a check skipped (one GPU, no CUDA IPC) is shown as skip and never counted as a pass.
+// tests/apps/test_gpu_selftest_table.cpp: gpu_selftest's table and exit code and the two-rank
+// checks' outcome from the ranks' exit codes (kernels/testing/report.h): issue 14 finding 3, a
+// check skipped (one GPU, no CUDA IPC) is shown as skip and never counted as a pass.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "apps/gpu_selftest/multi_rank.h"
-#include "apps/gpu_selftest/table.h"
+#include "kernels/testing/report.h"
 
-namespace engine::selftest {
+namespace engine::kernels::testing {
 namespace {
 
-CheckResult check(const char* name, Outcome o, const char* detail = "") {
+ReportRow check(const char* name, Outcome o, const char* detail = "") {
   return {"comm", name, o, 0.0, 0.0, detail};
 }
 
@@ -58,4 +57,4 @@ TEST(GpuSelftestTable, RanksExitCodesGiveTheOutcome) {
 }
 
 }  // namespace
-}  // namespace engine::selftest
+}  // namespace engine::kernels::testing

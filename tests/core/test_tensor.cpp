@@ -8,6 +8,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "tests/common/thread_guard.h"
 
 using namespace engine;
 
@@ -76,15 +77,16 @@ TEST(CpuAllocator, ReusesFreedBlocksAndAligns) {
 }
 
 TEST(ThreadPool, CoversRangeOnceAndIsStatic) {
+  engine::testing::ThreadCount threads(1);
   for (int nt : {1, 2, 3}) {
-    set_num_threads(nt);
+    threads.set(nt);
     std::vector<int> hits(1000, 0);
     parallel_for(1000, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) hits[i]++;
     });
     for (int h : hits) EXPECT_EQ(h, 1);
   }
-  set_num_threads(2);
+  threads.set(2);
   std::vector<int64_t> starts(2, -1);
   parallel_run([&](int t, int nt) { starts[t] = 1000 * t / nt; });
   EXPECT_EQ(starts, (std::vector<int64_t>{0, 500}));

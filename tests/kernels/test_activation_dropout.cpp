@@ -1,7 +1,7 @@
 // tests/kernels/test_activation_dropout.cpp: ReLU at zero, NaN and in place, its backward from
 // the input or the output; dropout and dropout2d mask statistics, same mask for the same (seed,
 // offset), p = 0 and p = 1, keep4 = keep. Against the reference (every p, awkward sizes):
-// tests/kernels/test_bench_checks.cpp.
+// the kernel-case table (kernels/testing/table.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/dropout.h"
 #include "tests/common/test_util.h"
+#include "tests/common/thread_guard.h"
 
 namespace engine::kernels {
 namespace {
@@ -79,9 +80,8 @@ TEST(Dropout, EdgeProbabilities) {
 // sizes around the 64-element SIMD block and the parallel grain, offsets whose counters carry
 // into the high word inside a block, every p, in place; its backward equals the redrawing one.
 TEST(Dropout, KeptMaskIsDropoutKeepsAndBackwardMatches) {
-  const int saved = num_threads();
   for (int threads : {1, 2}) {
-    set_num_threads(threads);
+    engine::testing::ThreadCount guard(threads);
     for (int64_t n : {0, 1, 3, 4, 5, 63, 64, 65, 1000, 16383, 16385, 3 * 64 * 3136 + 7})
       for (uint64_t offset : {uint64_t{0}, uint64_t{5}, uint64_t{0xFFFFFFF8}, ~uint64_t{0} - 20})
         for (float p : {0.f, 0.25f, 0.5f, 1.f}) {
@@ -101,7 +101,6 @@ TEST(Dropout, KeptMaskIsDropoutKeepsAndBackwardMatches) {
           ASSERT_EQ(dx, want_dx) << "n " << n << " offset " << offset << " p " << p;
         }
   }
-  set_num_threads(saved);
   std::vector<float> x(4), y(4);
   EXPECT_THROW(cpu::dropout_forward_mask(x.data(), y.data(), nullptr, 4, 0.5f, 1, 0), Error);
   EXPECT_THROW(cpu::dropout_backward_mask(x.data(), nullptr, y.data(), 0, 1.5f), Error);
@@ -112,12 +111,12 @@ TEST(Dropout, SameMaskForSameSeedAndOffsetAndBackwardUsesIt) {
   const float p = 0.4f;
   auto x = filled(n, 6), dy = filled(n, 7);
   std::vector<float> a(n), b(n), c(n), dx(n);
-  const int saved = num_threads();
-  set_num_threads(1);
-  cpu::dropout_forward(x.data(), a.data(), n, p, 77, 100);
-  set_num_threads(2);
-  cpu::dropout_forward(x.data(), b.data(), n, p, 77, 100);
-  set_num_threads(saved);
+  {
+    engine::testing::ThreadCount threads(1);
+    cpu::dropout_forward(x.data(), a.data(), n, p, 77, 100);
+    threads.set(2);
+    cpu::dropout_forward(x.data(), b.data(), n, p, 77, 100);
+  }
   EXPECT_EQ(a, b);
   cpu::dropout_forward(x.data(), c.data(), n, p, 77, 101);  // another offset: another mask
   EXPECT_NE(a, c);

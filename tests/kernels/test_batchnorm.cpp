@@ -1,7 +1,7 @@
 // tests/kernels/test_batchnorm.cpp: batch norm eval forward against the reference, running
 // statistics, affine off, error on one value. Train forward and backward against the reference
-// (the models' and awkward shapes): tests/kernels/test_bench_checks.cpp. Finite differences:
-// tests/nn/test_functional.cpp.
+// (the models' and awkward shapes): the kernel-case table (kernels/testing/table.h). Finite
+// differences: tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

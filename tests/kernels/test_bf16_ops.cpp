@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/reference_bf16.h"
 #include "tests/common/test_util.h"
+#include "tests/common/thread_guard.h"
 
 namespace engine::kernels {
 namespace {
@@ -223,14 +224,12 @@ void expect_same_bits_on_1_and_2_threads(const Conv2dShape& s) {
   auto x = filled(s.x_count(), 1), w = filled(s.w_count(), 2), dy = filled(s.y_count(), 3);
   auto lx = filled(l.n * l.in, 4), lw = filled(l.out * l.in, 5);
   auto run = [&](int threads) {
-    const int saved = num_threads();
-    set_num_threads(threads);
+    engine::testing::ThreadCount guard(threads);
     std::vector<float> y(s.y_count()), dx(s.x_count()), dw(s.w_count()), ly(l.n * l.out);
     cpu::conv2d_forward_bf16(x.data(), w.data(), nullptr, y.data(), s);
     cpu::conv2d_backward_input_bf16(dy.data(), w.data(), dx.data(), s);
     cpu::conv2d_backward_weight_bf16(x.data(), dy.data(), dw.data(), nullptr, s, 0.f);
     cpu::linear_forward_bf16(lx.data(), lw.data(), nullptr, ly.data(), l);
-    set_num_threads(saved);
     y.insert(y.end(), dx.begin(), dx.end());
     y.insert(y.end(), dw.begin(), dw.end());
     y.insert(y.end(), ly.begin(), ly.end());

@@ -1,6 +1,7 @@
 // tests/kernels/test_conv2d.cpp: conv2d (every algorithm) without a bias, beta, determinism,
 // workspace checks. Against the reference on the models' and awkward shapes (with a NaN workspace):
-// tests/kernels/test_bench_checks.cpp. Finite differences: tests/nn/test_functional.cpp.
+// the kernel-case table (kernels/testing/table.h). Finite differences:
+// tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/reference.h"
 #include "tests/common/test_util.h"
+#include "tests/common/thread_guard.h"
 
 namespace engine::kernels {
 namespace {
@@ -20,15 +22,6 @@ using engine::testing::filled;
 
 using cpu::ConvAlgo;
 using cpu::ConvPass;
-
-class Threads {
- public:
-  explicit Threads(int n) : saved_(num_threads()) { set_num_threads(n); }
-  ~Threads() { set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 struct Grads {
   std::vector<float> y, dx, dw, db;
@@ -96,11 +89,11 @@ TEST(Conv2d, DeterministicAcrossRunsAndThreadCounts) {
   for (ConvAlgo algo : kAlgos) {
     Grads one, two, two_again;
     {
-      Threads t(1);
+      engine::testing::ThreadCount t(1);
       one = run(s, algo, x, w, b.data(), dy);
     }
     {
-      Threads t(2);
+      engine::testing::ThreadCount t(2);
       two = run(s, algo, x, w, b.data(), dy);
       two_again = run(s, algo, x, w, b.data(), dy);
     }
@@ -157,11 +150,11 @@ TEST(Conv2d, OneInputChannelMatchesReference) {
       ref::conv2d_forward(x.data(), w.data(), bias, want.data(), s);
       std::vector<float> one, two;
       {
-        Threads t(1);
+        engine::testing::ThreadCount t(1);
         one = forward_auto(s, x, w, bias);
       }
       {
-        Threads t(2);
+        engine::testing::ThreadCount t(2);
         two = forward_auto(s, x, w, bias);
       }
       EXPECT_LT(ref::max_rel_error(one.data(), want.data(), s.y_count()), 2e-5);

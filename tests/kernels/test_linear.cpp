@@ -1,7 +1,8 @@
 // tests/kernels/test_linear.cpp: every product of linear, with and without a bias, against the
 // reference at small shapes and at the edges of the AVX-512 GEMM's tiles, beta, empty batch,
 // determinism and independence from the thread count. The models' shapes against the reference:
-// tests/kernels/test_bench_checks.cpp. Finite differences: tests/nn/test_functional.cpp.
+// the kernel-case table (kernels/testing/table.h). Finite differences:
+// tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/reference.h"
 #include "tests/common/test_util.h"
+#include "tests/common/thread_guard.h"
 
 namespace engine::kernels {
 namespace {
@@ -39,7 +41,8 @@ const LinearShape kShapes[] = {{1, 1, 1}, {3, 5, 7}, {64, 320, 50}, {17, 50, 10}
 const LinearShape kEdgeShapes[] = {{13, 1100, 37}, {300, 40, 600}, {1, 3136, 128}, {128, 3136, 10}};
 
 // Every product, with and without a bias, against the reference (the models' shapes are in
-// tests/kernels/test_bench_checks.cpp); beta 1 adds the weight gradient to what is there.
+// the kernel-case table (kernels/testing/table.h)); beta 1 adds the weight gradient to what is
+// there.
 TEST(Linear, EveryProductMatchesReference) {
   std::vector<LinearShape> shapes(std::begin(kShapes), std::end(kShapes));
   shapes.insert(shapes.end(), std::begin(kEdgeShapes), std::end(kEdgeShapes));
@@ -93,33 +96,30 @@ TEST(Linear, DeterministicForAThreadCount) {
   const LinearShape s{33, 70, 129};
   auto x = filled(s.n * s.in, 11), w = filled(s.out * s.in, 12), b = filled(s.out, 13);
   auto dy = filled(s.n * s.out, 14);
-  const int saved = num_threads();
   for (int nt : {1, 2}) {
-    set_num_threads(nt);
+    engine::testing::ThreadCount threads(nt);
     Out a = run(s, x, w, b.data(), dy), c = run(s, x, w, b.data(), dy);
     EXPECT_EQ(a.y, c.y);
     EXPECT_EQ(a.dx, c.dx);
     EXPECT_EQ(a.dw, c.dw);
     EXPECT_EQ(a.db, c.db);
   }
-  set_num_threads(saved);
 }
 
 // Each output element is summed by one thread in one order: 1 and 2 threads give equal floats.
 TEST(Linear, ResultsDoNotDependOnTheThreadCount) {
-  const int saved = num_threads();
+  engine::testing::ThreadCount threads(1);
   for (const LinearShape& s : kEdgeShapes) {
     auto x = filled(s.n * s.in, 31), w = filled(s.out * s.in, 32), b = filled(s.out, 33);
     auto dy = filled(s.n * s.out, 34);
-    set_num_threads(1);
+    threads.set(1);
     Out one = run(s, x, w, b.data(), dy);
-    set_num_threads(2);
+    threads.set(2);
     Out two = run(s, x, w, b.data(), dy);
     EXPECT_EQ(one.y, two.y);
     EXPECT_EQ(one.dx, two.dx);
     EXPECT_EQ(one.dw, two.dw);
   }
-  set_num_threads(saved);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // tests/kernels/test_pool.cpp: max pooling's known values and ties, NaN, argmax indices, a window
 // larger than the input; the 2x2 fast path and the fused relu(max_pool2d) against the reference
 // and the unfused composition at awkward shapes. Against the reference (odd sizes, overlapping
-// windows): tests/kernels/test_bench_checks.cpp. Finite differences: tests/nn/test_functional.cpp.
+// windows): the kernel-case table (kernels/testing/table.h). Finite differences:
+// tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/reference.h"
+#include "tests/common/thread_guard.h"
 
 namespace engine::kernels {
 namespace {
@@ -61,19 +62,20 @@ TEST(Reduce, Scale) {
 }
 
 TEST(Sum, MatchesReferenceAndSameBitsAtAnyThreadCount) {
-  const int saved = num_threads();
-  for (int64_t n : {0, 1, 63, 64, 65, 4097, 1000003}) {
-    std::vector<float> x(n);
-    ref::fill_uniform(x.data(), n, 3);
-    set_num_threads(1);
-    const double one = cpu::sum(x.data(), n), again = cpu::sum(x.data(), n);
-    set_num_threads(2);
-    const double two = cpu::sum(x.data(), n);
-    EXPECT_EQ(one, again);
-    EXPECT_EQ(one, two) << n;
-    EXPECT_NEAR(one, ref::sum(x.data(), n), 1e-5 * std::max<double>(1.0, double(n)));
+  {
+    engine::testing::ThreadCount threads(1);
+    for (int64_t n : {0, 1, 63, 64, 65, 4097, 1000003}) {
+      std::vector<float> x(n);
+      ref::fill_uniform(x.data(), n, 3);
+      threads.set(1);
+      const double one = cpu::sum(x.data(), n), again = cpu::sum(x.data(), n);
+      threads.set(2);
+      const double two = cpu::sum(x.data(), n);
+      EXPECT_EQ(one, again);
+      EXPECT_EQ(one, two) << n;
+      EXPECT_NEAR(one, ref::sum(x.data(), n), 1e-5 * std::max<double>(1.0, double(n)));
+    }
   }
-  set_num_threads(saved);
   std::vector<float> x(100, 0.5f);
   EXPECT_EQ(cpu::sum_block(x.data(), 100), 50.f);
 }

@@ -1,7 +1,8 @@
 // tests/kernels/test_softmax.cpp: log-softmax at a large logit, NLL's scaled gradient and empty
 // batch, fused cross entropy, argmax and accuracy against the reference; bad targets are errors
 // naming index and value. Ordinary log-softmax + NLL against the reference:
-// tests/kernels/test_bench_checks.cpp. Finite differences: tests/nn/test_functional.cpp.
+// the kernel-case table (kernels/testing/table.h). Finite differences:
+// tests/nn/test_functional.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,7 +26,7 @@ std::vector<int64_t> targets(int64_t n, int64_t c) {
 }
 
 // A logit of 80 must not overflow. Against the reference at ordinary values (these shapes and the
-// models'): tests/kernels/test_bench_checks.cpp.
+// models'): the kernel-case table (kernels/testing/table.h).
 TEST(LogSoftmax, LargeLogitMatchesReference) {
   for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 1}, {5, 10}, {3, 1001}}) {
     auto x = filled(n * c, 1, -3.f, 3.f), dy = filled(n * c, 2, -3.f, 3.f);
@@ -40,7 +41,7 @@ TEST(LogSoftmax, LargeLogitMatchesReference) {
   }
 }
 
-// A scaled gradient and an empty batch; scale 1 against the reference: test_bench_checks.cpp.
+// A scaled gradient and an empty batch; scale 1 against the reference: the case table.
 TEST(NllLoss, ScaledBackwardAndEmptyBatch) {
   const int64_t n = 37, c = 10;
   auto logp = filled(n * c, 3, -5.f, 0.f);

@@ -1,4 +1,4 @@
-// apps/bench_kernels/ops_gemm_conv.h: owns the GEMM-shaped Ops: linear (kernels/cpu/linear.h)
+// kernels/testing/ops_gemm_conv.h: owns the GEMM-shaped Ops: linear (kernels/cpu/linear.h)
 // and conv2d (kernels/cpu/conv2d/conv2d.h), forward and both backward products, checked against
 // ref::; in bf16 (kernels/cpu/bf16_ops.h) too, checked against ref:: on the operands rounded to
 // bf16 (bf16 products are exact in fp32, so only the summation order may differ).
@@ -7,13 +7,13 @@
 #include <limits>
 #include <memory>
 
-#include "apps/bench_kernels/checks.h"
 #include "kernels/cpu/bf16_ops.h"
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/testing/check.h"
 
-namespace engine::bench {
+namespace engine::kernels::testing {
 
 // Forward, the input gradient, the weight gradient: of linear and conv2d alike.
 using kernels::cpu::ConvPass;
@@ -29,8 +29,6 @@ inline const char* pass_name(ConvPass p) {
   }
   return "?";
 }
-
-enum class Precision { FP32, BF16 };
 
 // src rounded to bf16 (what the bf16 kernels multiply), for the reference.
 inline Buffer<float> rounded(const Buffer<float>& src) {
@@ -252,4 +250,4 @@ class Conv2dPoolOp : public Op {
   Buffer<int32_t> arg_;
 };
 
-}  // namespace engine::bench
+}  // namespace engine::kernels::testing

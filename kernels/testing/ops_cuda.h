@@ -1,10 +1,10 @@
-// apps/bench_kernels/ops_cuda.h: owns the CUDA Ops of bench_kernels (--device cuda): the same
+// kernels/testing/ops_cuda.h: owns the CUDA Ops of the kernel-case table (table.h): the same
 // cases as the CPU Ops (ops_gemm_conv.h, ops_elementwise.h, ops_optim.h), with the same inputs
 // (same seeds), on one device through kernels/cuda/ops.h. Each check() runs the kernel on the
 // device, copies the outputs back and compares them with kernels/cpu/reference.h on the host
 // inputs; run() only queues the kernel on the device's compute stream (the caller synchronises).
-// Header-only and kernels/ + core/ only, so tests/kernels runs the same checks at small sizes; in
-// a build without CUDA it compiles too, and every call throws engine::Error.
+// Header-only and kernels/ + core/ only; in a build without CUDA it compiles too, and every call
+// throws engine::Error.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -15,15 +15,15 @@
 #include <utility>
 #include <vector>
 
-#include "apps/bench_kernels/checks.h"
-#include "apps/bench_kernels/ops_elementwise.h"
-#include "apps/bench_kernels/ops_gemm_conv.h"
-#include "apps/bench_kernels/ops_optim.h"
 #include "core/cuda_backend.h"
 #include "core/device.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/testing/check.h"
+#include "kernels/testing/ops_elementwise.h"
+#include "kernels/testing/ops_gemm_conv.h"
+#include "kernels/testing/ops_optim.h"
 
-namespace engine::bench {
+namespace engine::kernels::testing {
 
 // Tolerances of the device kernels against the double reference (relative to max |want|, as the
 // CPU's). cuBLAS runs in CUBLAS_DEFAULT_MATH (plain FP32 FMA, never TF32; bench_kernels checks
@@ -61,7 +61,7 @@ class DeviceBuffer {
       : device_(device),
         count_(count),
         nbytes_(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T)),
-        p_(static_cast<T*>(cuda::alloc(device, nbytes_))) {}
+        p_(static_cast<T*>(engine::cuda::alloc(device, nbytes_))) {}
   // A copy of host[0, count).
   DeviceBuffer(int device, const T* host, int64_t count) : DeviceBuffer(device, count) {
     upload(host);
@@ -83,11 +83,13 @@ class DeviceBuffer {
 
   // Host -> device (returns once host may be reused; ordered with the compute stream).
   void upload(const T* host) {
-    if (count_ > 0) cuda::copy(p_, Device::cuda(device_), host, Device::cpu(), count_ * sizeof(T));
+    if (count_ > 0)
+      engine::cuda::copy(p_, Device::cuda(device_), host, Device::cpu(), count_ * sizeof(T));
   }
   // Device -> host, after the work queued on the compute stream.
   void download(T* host) const {
-    if (count_ > 0) cuda::copy(host, Device::cpu(), p_, Device::cuda(device_), count_ * sizeof(T));
+    if (count_ > 0)
+      engine::cuda::copy(host, Device::cpu(), p_, Device::cuda(device_), count_ * sizeof(T));
   }
   Buffer<T> to_host() const {
     Buffer<T> b(count_);
@@ -100,8 +102,8 @@ class DeviceBuffer {
     static_assert(sizeof(T) % sizeof(float) == 0, "poison() fills whole floats");
     const int64_t floats = count_ * static_cast<int64_t>(sizeof(T) / sizeof(float));
     if (floats > 0)
-      cuda::fill_f32(device_, reinterpret_cast<float*>(p_), std::numeric_limits<float>::quiet_NaN(),
-                     floats);
+      engine::cuda::fill_f32(device_, reinterpret_cast<float*>(p_),
+                             std::numeric_limits<float>::quiet_NaN(), floats);
   }
 
  private:
@@ -114,7 +116,7 @@ class DeviceBuffer {
   void release() noexcept {
     if (!p_) return;
     try {
-      cuda::free(device_, p_, nbytes_);
+      engine::cuda::free(device_, p_, nbytes_);
     } catch (const std::exception&) {
       // the block stays with the driver; nothing else to do in a destructor
     }
@@ -708,4 +710,4 @@ class CudaReduceSumOp : public Op {
   DeviceBuffer<float> dst_, src_;
 };
 
-}  // namespace engine::bench
+}  // namespace engine::kernels::testing

@@ -1,12 +1,12 @@
-// apps/bench_kernels/ops_optim.h: owns the update Ops of bench_kernels: SGD and Adam steps over
+// kernels/testing/ops_optim.h: owns the update Ops of the case table: SGD and Adam steps over
 // every parameter tensor of a model (one kernel call per tensor, as nn/optim does) and the ring's
 // reduce step dst += src (kernels/cpu/reduce.h), checked against kernels/cpu/reference.h.
 #pragma once
-#include "apps/bench_kernels/checks.h"
 #include "kernels/cpu/optim.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/testing/check.h"
 
-namespace engine::bench {
+namespace engine::kernels::testing {
 
 // One buffer per parameter tensor, sizes as the model's.
 struct ParamSet {
@@ -121,4 +121,4 @@ class ReduceSumOp : public Op {
   Buffer<float> dst_, src_;
 };
 
-}  // namespace engine::bench
+}  // namespace engine::kernels::testing

@@ -1,15 +1,15 @@
-// apps/bench_kernels/ops_elementwise.h: owns the memory-bound layer Ops of bench_kernels:
+// kernels/testing/ops_elementwise.h: owns the memory-bound layer Ops of the case table:
 // max_pool2d, relu, batch_norm2d (train), log_softmax + nll_loss, dropout and dropout2d, forward
 // and backward, each checked against kernels/cpu/reference.h.
 #pragma once
-#include "apps/bench_kernels/checks.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/softmax.h"
+#include "kernels/testing/check.h"
 
-namespace engine::bench {
+namespace engine::kernels::testing {
 
 // x (N, C, H, W) -> y, arg (N, C, OH, OW); backward routes dy to dx (N, C, H, W).
 class MaxPool2dOp : public Op {
@@ -311,4 +311,4 @@ class DropoutOp : public Op {
   Buffer<uint8_t> mask_;
 };
 
-}  // namespace engine::bench
+}  // namespace engine::kernels::testing

@@ -1,7 +1,7 @@
-// apps/bench_kernels/checks.h: owns the check-then-time unit of bench_kernels: an Op (one kernel
-// call on buffers it owns), aligned buffers, and the comparison against kernels/cpu/reference.h.
-// Header-only and kernels/-only, so tests/kernels (linked with engine_kernels alone) runs the
-// same checks at small sizes.
+// kernels/testing/check.h: owns the unit of the kernel-case table (table.h): an Op (one kernel
+// call on buffers it owns: check() compares it with kernels/cpu/reference.h, run() is what
+// perf mode times), aligned buffers, the comparison and its tolerances. Header-only; core/ and
+// kernels/ only.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,7 @@
 
 #include "kernels/cpu/reference.h"
 
-namespace engine::bench {
+namespace engine::kernels::testing {
 
 // count elements of T, 64-byte aligned, zeroed.
 template <class T>
@@ -63,8 +63,10 @@ struct CheckResult {
   double err = 0, tol = 0;
   int64_t index = -1;  // worst element, -1 when none differs
   float got = 0, want = 0;
-  bool ok() const { return err <= tol; }
+  std::string error{};  // what the check threw (table.h run_check), else ""
+  bool ok() const { return error.empty() && err <= tol; }
   std::string message() const {
+    if (!error.empty()) return what + " threw: " + error;
     std::ostringstream os;
     os.precision(9);
     os << what << ": max rel err " << err << " (tol " << tol << ")";
@@ -128,6 +130,9 @@ inline CheckResult compare_ints(const std::string& what, const I* got, const I* 
   return compare(what, g.data(), w.data(), count, kExact);
 }
 
+// The arithmetic a case runs in: fp32, or bf16 operands with fp32 sums (kernels/cpu/bf16_ops.h).
+enum class Precision { FP32, BF16 };
+
 // One kernel call on buffers the op owns: check() once, then run() in the timed loop.
 class Op {
  public:
@@ -140,4 +145,4 @@ class Op {
   virtual double bytes() const = 0;             // least memory traffic of one run()
 };
 
-}  // namespace engine::bench
+}  // namespace engine::kernels::testing

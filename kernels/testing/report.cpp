@@ -1,9 +1,9 @@
-// apps/gpu_selftest/table.cpp: see table.h.
-#include "apps/gpu_selftest/table.h"
+// kernels/testing/report.cpp: see report.h.
+#include "kernels/testing/report.h"
 
 #include <cstdio>
 
-namespace engine::selftest {
+namespace engine::kernels::testing {
 
 const char* outcome_name(Outcome o) {
   static const char* const kNames[] = {"pass", "FAIL", "skip"};  // Outcome's order
@@ -24,10 +24,10 @@ std::string num(double v) {
 }
 }  // namespace
 
-Summary summarize(const std::vector<CheckResult>& results) {
+Summary summarize(const std::vector<ReportRow>& results) {
   Summary s;
   s.table = row("group", "check", "result", "rel error", "tolerance", "detail");
-  for (const CheckResult& r : results) {
+  for (const ReportRow& r : results) {
     s.passed += r.outcome == Outcome::Pass;
     s.failed += r.outcome == Outcome::Fail;
     s.skipped += r.outcome == Outcome::Skip;
@@ -43,4 +43,20 @@ Summary summarize(const std::vector<CheckResult>& results) {
   return s;
 }
 
-}  // namespace engine::selftest
+Outcome outcome_of(const std::vector<int>& codes, std::string* detail) {
+  bool failed = false, skipped = false;
+  for (size_t k = 0; k < codes.size(); ++k) {
+    if (codes[k] == 0) continue;
+    if (codes[k] == kSkipCode) {
+      skipped = true;
+      *detail += "skipped by rank " + std::to_string(k) + " (reason above); ";
+    } else {
+      failed = true;
+      *detail += "rank " + std::to_string(k) + " exited " + std::to_string(codes[k]) + "; ";
+    }
+  }
+  if (!detail->empty()) detail->resize(detail->size() - 2);
+  return failed ? Outcome::Fail : skipped ? Outcome::Skip : Outcome::Pass;
+}
+
+}  // namespace engine::kernels::testing
