@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "comm/backends/cuda_ipc/ipc_ring_kernel.cuh"
 #include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
+#include "comm/backends/cuda_ipc/ipc_ring_kernel.cuh"
 #include "core/cuda/check.cuh"
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "comm/algorithms/ring_schedule.h"  // RingSchedule: the chunks and segments of every unit
-#include "kernels/reduce.h"  // SumOp, ProdOp, MaxOp, MinOp (ENGINE_HD)
+#include "kernels/reduce.h"                 // SumOp, ProdOp, MaxOp, MinOp (ENGINE_HD)
 
 namespace engine::comm::ipc {
 
