@@ -209,7 +209,7 @@ CollContext Communicator::call(CollOp op, size_t count, DType dtype, ReduceOp re
   f.dtype = dtype;
   f.redop = redop;
   f.root = root;
-  return CollContext{*transport_, f, opts_.timeout, opts_.segment_bytes, observer_};
+  return CollContext{*transport_, f, opts_.timeout, opts_.segment_bytes, observer_, opts_.algo};
 }
 
 void Communicator::check_root(int root, const char* what) const {

@@ -47,6 +47,9 @@ struct CommOptions {
   Millis timeout{300000};
   // Pipelining grain of the ring and the chains: a chunk is cut into segments of this many bytes.
   size_t segment_bytes = 128 << 10;
+  // The algorithm of all_reduce, broadcast and reduce (comm/algorithms/tuning.h); every rank the
+  // same.
+  Algo algo = Algo::Auto;
 };
 
 // A handle on queued or posted work.
@@ -87,6 +90,8 @@ class Communicator {
   void set_timeout(Millis t) { opts_.timeout = t; }
   size_t segment_bytes() const { return opts_.segment_bytes; }
   void set_segment_bytes(size_t nbytes);
+  Algo algo() const { return opts_.algo; }
+  void set_algo(Algo a) { opts_.algo = a; }  // between collectives, the same on every rank
   // Sees every step of this rank's ring collectives (nullptr = none). Not owned.
   void set_ring_observer(RingObserver* obs) { observer_ = obs; }
 

@@ -160,13 +160,31 @@ struct RingStepInfo {
   DType dtype = DType::F32;
 };
 
+// What an observer sees after each round of the other all_reduce, broadcast and reduce algorithms
+// (recursive doubling, halving-doubling, binomial trees: comm/algorithms/algorithms.h): at most one
+// send and one receive per rank and round (-1: none).
+struct AlgoStepInfo {
+  int rank = 0, world = 0;
+  const char* algo = "";   // "rd", "rh", "tree"
+  const char* phase = "";  // "fold", "exchange", "reduce-scatter", "all-gather", "unfold", ...
+  int round = 0;           // counts every round of the call from 0
+  int send_to = -1, recv_from = -1;
+  Range sent, received;          // element ranges of the buffer
+  bool reduced = false;          // the receive was combined into the buffer (else copied)
+  const void* buffer = nullptr;  // the buffer after this round's receive (rank's working copy)
+  size_t count = 0;
+  DType dtype = DType::F32;
+};
+
 // Called on the rank's own thread, once per step, when all of that step's segments have arrived.
 // With several segments per chunk, later steps may already have started (pipelining): use one
-// segment per chunk to watch the steps one at a time.
+// segment per chunk to watch the steps one at a time. on_algo_step: once per round of the other
+// algorithms, after the round's send and receive completed.
 class RingObserver {
  public:
   virtual ~RingObserver() = default;
   virtual void on_step(const RingStepInfo& info) = 0;
+  virtual void on_algo_step(const AlgoStepInfo& info) {}
 };
 
 }  // namespace engine::comm
