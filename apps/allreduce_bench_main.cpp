@@ -132,9 +132,19 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
       else if (cfg.mpi())
         ab::print_device_line(table, cfg, "host memory", mpi_text());
     }
+    std::vector<Row> rows;  // of the current table, for --algo all's side-by-side lines
+    auto side_by_side = [&] {
+      if (cfg.every_algo()) ab::print_side_by_side(table, rows);
+      rows.clear();
+    };
     ab::run_rank(
-        *comm, cfg, [&](CollOp c) { ab::print_table_header(table, c, comm->size()); },
+        *comm, cfg,
+        [&](CollOp c) {
+          side_by_side();
+          ab::print_table_header(table, c, comm->size());
+        },
         [&](const Row& row) {
+          rows.push_back(row);
           ab::print_row(table, row);
           if (json_out) {
             std::fprintf(json_out, "%s\n", ab::json_row(row, cfg).c_str());
@@ -142,6 +152,7 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
           }
         },
         cuda.backend);
+    if (comm->rank() == 0) side_by_side();
     comm->barrier();
     cuda.nccl.reset();  // before the communicator (and its store) go
     return 0;

@@ -1,5 +1,6 @@
-// apps/allreduce_bench/collective.h: owns one rank's buffers for one collective at one size, the
-// call that is timed, and the correctness pass (values unique to rank and position).
+// apps/allreduce_bench/collective.h: owns one rank's buffers for one collective at one size and
+// dtype, the call that is timed (out of place or in place, as nccl-tests time both), and the
+// correctness pass (values unique to rank and position).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,9 +26,13 @@ CollOp collective_from_name(const std::string& s);  // engine::Error for an unkn
 // of the total size; broadcast and reduce 1.
 double busbw_factor(CollOp c, int world);
 
-// Elements of the size column: nbytes / 4, for all_gather and reduce_scatter rounded down to a
-// multiple of the world size (the size is the gathered / scattered total, as nccl-tests').
-int64_t total_count(CollOp c, int64_t nbytes, int world);
+// Elements of the size column: nbytes / the dtype's size, for all_gather and reduce_scatter rounded
+// down to a multiple of the world size (the size is the gathered / scattered total, as
+// nccl-tests').
+int64_t total_count(CollOp c, int64_t nbytes, int world, DType dt = DType::F32);
+
+// nccl-tests' name of a dtype in the type column: float, bfloat16, half, int32, int64, uint8.
+const char* type_column_name(DType dt);
 
 // Where a rank's buffers live and what moves them.
 struct Backend {
@@ -40,8 +45,13 @@ class CollectiveRun {
  public:
   // count: total_count(); root 0 for broadcast and reduce.
   CollectiveRun(CollOp c, comm::Communicator& comm, int64_t count, comm::ReduceOp op,
-                Backend backend = {});
+                Backend backend = {}, DType dtype = DType::F32);
 
+  // Out of place (in_place false) or in place, as nccl-tests: all_reduce, broadcast and reduce
+  // out of place copy the input into the output buffer and run there (our calls work in place);
+  // all_gather in place passes its slot of the output as the input, reduce_scatter in place its
+  // slot of the input as the output.
+  void set_in_place(bool in_place) { in_place_ = in_place; }
   // The collective once: what is timed. On a device a call of no elements is not made (nothing
   // to move; every rank skips it alike).
   void run();
@@ -53,19 +63,26 @@ class CollectiveRun {
   int64_t check();
 
  private:
-  float value(int rank, int64_t i) const;  // unique to rank and position, exact in float
-  float expected_reduction(int64_t i) const;
-  int64_t count_wrong(const float* got, int64_t n, const std::vector<float>& want) const;
+  // Unique to rank and position where the dtype allows, and exact in it for any order of
+  // combining: small enough that sums over the ranks stay exact (uint8 wraps alike everywhere).
+  double value(int rank, int64_t i) const;
+  double expected_reduction(int64_t i) const;
+  int64_t count_wrong(const std::byte* got, const std::vector<double>& want) const;
   template <class Comm>
   void run_tensors(Comm& c);
+  void run_host();
+  std::byte* at(std::vector<std::byte>& v, int64_t i) { return v.data() + i * es_; }
 
   CollOp c_;
   comm::Communicator& comm_;
   int64_t count_, chunk_;  // chunk_: per-rank share for all_gather / reduce_scatter
   comm::ReduceOp op_;
   Backend backend_;
-  std::vector<float> in_, out_;
-  Tensor din_, dout_;  // on backend_.device (undefined on the host, or when empty)
+  DType dt_;
+  size_t es_;
+  bool in_place_ = true;
+  std::vector<std::byte> in_, out_;  // out_: every collective's output buffer (out of place)
+  Tensor din_, dout_;                // on backend_.device (undefined on the host, or when empty)
 };
 
 }  // namespace engine::allreduce_bench

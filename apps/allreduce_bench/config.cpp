@@ -26,6 +26,14 @@ std::vector<int64_t> Config::sizes() const {
   return out;
 }
 
+std::vector<comm::Algo> Config::algos_for(CollOp c) const {
+  using comm::Algo;
+  if (!every_algo()) return algos;
+  if (c == CollOp::AllReduce) return {Algo::Ring, Algo::Rd, Algo::Rh, Algo::Tree, Algo::Auto};
+  if (c == CollOp::Broadcast || c == CollOp::Reduce) return {Algo::Ring, Algo::Tree, Algo::Auto};
+  return {Algo::Auto};
+}
+
 int64_t parse_bytes(const std::string& flag, const std::string& value) {
   ENGINE_USAGE_CHECK(!value.empty(), "--", flag, " needs a size");
   int64_t mult = 1;
@@ -54,6 +62,25 @@ int64_t parse_bytes(const std::string& flag, const std::string& value) {
   return n * mult;
 }
 
+namespace {
+
+// --dtype and --algo, after --op and --backend.
+void set_dtype_and_algo(Config* cfg, const std::string& dtype, const std::string& algo) {
+  ENGINE_USAGE_CHECK(dtype_from_any_name(dtype, &cfg->dtype), "--dtype: unknown '", dtype, "'");
+  ENGINE_USAGE_CHECK(cfg->op != comm::ReduceOp::Avg || dtype_is_floating(cfg->dtype),
+                     "--op avg needs a floating --dtype (float32, bfloat16, float16)");
+  if (algo == "all")
+    cfg->algos = {comm::Algo::Ring, comm::Algo::Rd, comm::Algo::Rh, comm::Algo::Tree,
+                  comm::Algo::Auto};
+  else
+    cfg->algos = {comm::algo_from_name(algo)};
+  ENGINE_USAGE_CHECK(algo == "auto" || cfg->ours(),
+                     "--algo picks among our host algorithms: not with --backend ", cfg->backend,
+                     cfg->cuda() && cfg->ring_transport == "ipc" ? " --ring-transport ipc" : "");
+}
+
+}  // namespace
+
 bool parse_flags(int argc, char** argv, Config* cfg) {
   apps::Flags f(
       "allreduce_bench: our collectives timed nccl-tests style over real transports.\n"
@@ -61,7 +88,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
       "  launch --nproc-per-node W -- allreduce_bench [flags]   joins through env://");
   int64_t world = 0;
   std::string transport = "auto", min_b = "8", max_b = "64M", op = "sum", coll = "all_reduce",
-              init = cfg->init_method;
+              init = cfg->init_method, dtype = "float32", algo = "auto";
   int64_t check = 1;
   f.add("world-size", &world, "fork this many ranks on this host (0: join through --init-method)");
   f.add("init-method", &init, "how ranks meet when not forked: env://, tcp://host:port, file://");
@@ -73,6 +100,12 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
         "timed calls per size; 0: max(5, min(200, 2e7 / bytes)) as the gloo anchor");
   f.add("warmup", &cfg->warmup, "untimed calls per size before timing");
   f.add_choice("op", &op, {"sum", "avg", "max", "min", "prod"}, "reduction op");
+  f.add_choice("dtype", &dtype, {"float32", "bfloat16", "float16", "int32", "int64", "uint8"},
+               "element type (bfloat16 and float16 reduce in fp32, rounded once)");
+  f.add_choice("algo", &algo, {"auto", "ring", "rd", "rh", "tree", "all"},
+               "algorithm of all_reduce, broadcast and reduce (--backend ring): auto (by size), "
+               "ring (chains for broadcast and reduce), rd (recursive doubling), rh "
+               "(Rabenseifner's halving-doubling), tree (binomial), all (each, side by side)");
   f.add_choice("collective", &coll,
                {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all"},
                "collective(s) to run, one table each");
@@ -115,6 +148,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   ENGINE_USAGE_CHECK(check == 0 || check == 1, "--check is 0 or 1");
   cfg->check = check == 1;
   cfg->op = comm::reduce_op_from_name(op);
+  set_dtype_and_algo(cfg, dtype, algo);
   if (coll == "all")
     cfg->collectives.assign(std::begin(kCollectives), std::end(kCollectives));
   else

@@ -19,6 +19,10 @@ struct Config {
   int64_t iters = 0;  // 0: as torch_allreduce.py, max(5, min(200, 2e7 / bytes))
   int64_t warmup = 5;
   comm::ReduceOp op = comm::ReduceOp::Sum;
+  DType dtype = DType::F32;
+  // --algo: the algorithm of all_reduce, broadcast and reduce (comm/algorithms/tuning.h); `all`
+  // runs each that applies, rows side by side.
+  std::vector<comm::Algo> algos = {comm::Algo::Auto};
   std::vector<CollOp> collectives = {CollOp::AllReduce};
   bool check = true;
   std::string json_path;      // "" = none, "-" = stdout
@@ -38,6 +42,11 @@ struct Config {
   bool cuda() const { return device == "cuda"; }
   bool nccl() const { return backend == "nccl"; }
   bool mpi() const { return backend == "mpi"; }
+  // Our host algorithms move the data (where --algo applies).
+  bool ours() const { return backend == "ring" && !(cuda() && ring_transport == "ipc"); }
+  bool every_algo() const { return algos.size() > 1; }
+  // The algorithms to time for collective c: --algo's, or with `all` each that c has.
+  std::vector<comm::Algo> algos_for(CollOp c) const;
 
   int64_t iters_for(int64_t nbytes) const;
   std::vector<int64_t> sizes() const;  // min_bytes, * step_factor, ..., <= max_bytes

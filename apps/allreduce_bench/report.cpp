@@ -1,6 +1,8 @@
 // apps/allreduce_bench/report.cpp: the table and JSON rows.
 #include "apps/allreduce_bench/report.h"
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 
 #include "io/json.h"
@@ -25,9 +27,9 @@ std::string iters_text(const Config& cfg) {
 void print_preamble(FILE* out, const Config& cfg, int world, const std::string& transport,
                     size_t segment_bytes) {
   std::fprintf(
-      out, "# allreduce_bench: %d rank(s) %s, transport %s, op %s, float32\n", world,
+      out, "# allreduce_bench: %d rank(s) %s, transport %s, op %s, %s\n", world,
       cfg.world_size > 0 ? "forked on this host" : ("joined via " + cfg.init_method).c_str(),
-      transport.c_str(), comm::reduce_op_name(cfg.op));
+      transport.c_str(), comm::reduce_op_name(cfg.op), dtype_long_name(cfg.dtype));
   std::fprintf(out, "# iters %s, warmup %lld, check %s, segment %zu bytes, load average %s\n",
                iters_text(cfg).c_str(), static_cast<long long>(cfg.warmup),
                cfg.check ? "on (separate pass)" : "off", segment_bytes, load_average().c_str());
@@ -40,23 +42,63 @@ void print_device_line(FILE* out, const Config& cfg, const std::string& devices,
   std::fflush(out);
 }
 
+// nccl-tests' layout: size, count, type, redop, root, then time, algbw, busbw and #wrong out of
+// place and in place; ours adds iters and the algorithm that ran.
 void print_table_header(FILE* out, CollOp c, int world) {
   const char* factor = "1";
   if (c == CollOp::AllReduce) factor = "2(n-1)/n";
   if (c == CollOp::AllGather || c == CollOp::ReduceScatter) factor = "(n-1)/n";
   std::fprintf(out, "#\n# %s, n = %d, busbw = algbw * %s\n", comm::coll_op_name(c), world, factor);
-  std::fprintf(out, "# %12s %12s %6s %8s %12s %10s %10s %7s\n", "size(B)", "count", "type", "iters",
-               "time(us)", "algbw", "busbw", "#wrong");
-  std::fprintf(out, "# %12s %12s %6s %8s %12s %10s %10s %7s\n", "", "(elements)", "", "", "",
-               "(GB/s)", "(GB/s)", "");
+  std::fprintf(out, "# %12s %12s %8s %6s %5s %6s %10s %43s %43s\n", "", "", "", "", "", "", "",
+               "out-of-place", "in-place");
+  std::fprintf(out, "# %12s %12s %8s %6s %5s %6s %10s %12s %10s %10s %7s %12s %10s %10s %7s\n",
+               "size(B)", "count", "type", "redop", "root", "iters", "algo", "time(us)", "algbw",
+               "busbw", "#wrong", "time(us)", "algbw", "busbw", "#wrong");
+  std::fprintf(out, "# %12s %12s %8s %6s %5s %6s %10s %12s %10s %10s %7s %12s %10s %10s %7s\n", "",
+               "(elements)", "", "", "", "", "", "", "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)",
+               "");
   std::fflush(out);
 }
 
 void print_row(FILE* out, const Row& r) {
-  std::string wrong = r.wrong < 0 ? "N/A" : std::to_string(r.wrong);
-  std::fprintf(out, "  %12lld %12lld %6s %8lld %12.2f %10.3f %10.3f %7s\n",
-               static_cast<long long>(r.bytes), static_cast<long long>(r.count), "float",
-               static_cast<long long>(r.iters), r.time_us, r.algbw_gbs, r.busbw_gbs, wrong.c_str());
+  auto wrong = [](const Timing& t) {
+    return t.wrong < 0 ? std::string("N/A") : std::to_string(t.wrong);
+  };
+  const int root = r.collective == CollOp::Broadcast || r.collective == CollOp::Reduce ? 0 : -1;
+  std::string redop = comm::reduce_op_name(r.op);
+  for (auto& ch : redop) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (r.collective != CollOp::AllReduce && r.collective != CollOp::Reduce &&
+      r.collective != CollOp::ReduceScatter)
+    redop = "none";
+  std::fprintf(out,
+               "  %12lld %12lld %8s %6s %5d %6lld %10s %12.2f %10.3f %10.3f %7s %12.2f %10.3f "
+               "%10.3f %7s\n",
+               static_cast<long long>(r.bytes), static_cast<long long>(r.count),
+               type_column_name(r.dtype), redop.c_str(), root, static_cast<long long>(r.iters),
+               r.algo.c_str(), r.oop.time_us, r.oop.algbw_gbs, r.oop.busbw_gbs,
+               wrong(r.oop).c_str(), r.ip.time_us, r.ip.algbw_gbs, r.ip.busbw_gbs,
+               wrong(r.ip).c_str());
+  std::fflush(out);
+}
+
+void print_side_by_side(FILE* out, const std::vector<Row>& rows) {
+  if (rows.empty()) return;
+  std::vector<std::string> algos;
+  for (const Row& r : rows)
+    if (std::find(algos.begin(), algos.end(), r.algo.substr(0, 4) == "auto" ? "auto" : r.algo) ==
+        algos.end())
+      algos.push_back(r.algo.substr(0, 4) == "auto" ? "auto" : r.algo);
+  std::fprintf(out, "#\n# %s side by side: out-of-place time(us) [busbw GB/s]\n# %12s",
+               comm::coll_op_name(rows[0].collective), "size(B)");
+  for (const auto& a : algos) std::fprintf(out, " %20s", a.c_str());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i == 0 || rows[i].bytes != rows[i - 1].bytes)
+      std::fprintf(out, "\n  %12lld", static_cast<long long>(rows[i].bytes));
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "%.2f [%.3f]", rows[i].oop.time_us, rows[i].oop.busbw_gbs);
+    std::fprintf(out, " %20s", cell);
+  }
+  std::fprintf(out, "\n");
   std::fflush(out);
 }
 
@@ -67,14 +109,26 @@ std::string json_row(const Row& r, const Config& cfg) {
             {"device", cfg.device},
             {"backend", cfg.backend}};
   if (cfg.cuda() && cfg.backend == "ring") j["ring_transport"] = cfg.ring_transport;
+  auto wrong = [](const Timing& t) { return t.wrong < 0 ? Json(nullptr) : Json(t.wrong); };
+  const Timing& n = r.native();
   j.update({{"op", comm::reduce_op_name(cfg.op)},
             {"bytes", r.bytes},
             {"count", r.count},
             {"iters", r.iters},
-            {"time_us", r.time_us},
-            {"algbw_gbs", r.algbw_gbs},
-            {"busbw_gbs", r.busbw_gbs},
-            {"wrong", r.wrong < 0 ? Json(nullptr) : Json(r.wrong)}});
+            {"time_us", n.time_us},
+            {"algbw_gbs", n.algbw_gbs},
+            {"busbw_gbs", n.busbw_gbs},
+            {"wrong", wrong(n)},
+            {"dtype", dtype_long_name(r.dtype)},
+            {"algo", r.algo},
+            {"oop_time_us", r.oop.time_us},
+            {"oop_algbw_gbs", r.oop.algbw_gbs},
+            {"oop_busbw_gbs", r.oop.busbw_gbs},
+            {"oop_wrong", wrong(r.oop)},
+            {"ip_time_us", r.ip.time_us},
+            {"ip_algbw_gbs", r.ip.algbw_gbs},
+            {"ip_busbw_gbs", r.ip.busbw_gbs},
+            {"ip_wrong", wrong(r.ip)}});
   return dump_json(j);
 }
 

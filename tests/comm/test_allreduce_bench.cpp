@@ -79,6 +79,36 @@ INSTANTIATE_TEST_SUITE_P(Transports, AllreduceBench,
                                   std::to_string(p.param.second);
                          });
 
+// Every dtype and op, every algorithm side by side, out of place and in place: #wrong 0 in every
+// row of both placements, the algorithm named in each row.
+TEST(AllreduceBench, EveryDtypeOpAndAlgorithmChecksClean) {
+  if (access(kBench.c_str(), X_OK) != 0) GTEST_SKIP() << kBench << " is not built";
+  for (const char* dtype : {"float32", "bfloat16", "float16", "int32", "int64", "uint8"})
+    for (const char* op : {"sum", "prod", "max", "min", "avg"}) {
+      const bool floating = std::string(dtype).find("float") != std::string::npos;
+      if (!floating && std::string(op) == "avg") continue;
+      const std::string what = std::string(dtype) + " " + op;
+      BenchRun r =
+          run_bench(std::string("--world-size 3 --transport shm --collective all ") +
+                        "--min-bytes 6 --max-bytes 6K --step-factor 32 --iters 1 " +
+                        "--warmup 0 --timeout 60 --algo all --dtype " + dtype + " --op " + op,
+                    std::string(dtype) + op);
+      ASSERT_EQ(r.code, 0) << what << "\n" << r.out;
+      // 3 sizes; all_reduce 5 algorithms, broadcast and reduce 3, the others 1: 13 per size.
+      ASSERT_EQ(r.json.size(), 39u) << what << "\n" << r.out;
+      for (const engine::Json& row : r.json) {
+        for (const char* key : {"wrong", "oop_wrong", "ip_wrong"})
+          EXPECT_EQ(row.value(key, engine::Json()), 0) << what << ": " << key << " in " << row;
+        for (const char* key : {"oop_time_us", "oop_busbw_gbs", "ip_time_us", "ip_busbw_gbs"})
+          EXPECT_TRUE(row.contains(key) && row.at(key).is_number()) << key << " in " << row;
+        EXPECT_EQ(row.value("dtype", ""), dtype) << row;
+        EXPECT_FALSE(row.value("algo", "").empty()) << row;
+      }
+      EXPECT_NE(r.out.find("# all_reduce side by side"), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("out-of-place"), std::string::npos) << r.out;
+    }
+}
+
 TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   if (access(kBench.c_str(), X_OK) != 0) GTEST_SKIP() << kBench << " is not built";
   BenchRun r = run_bench("--world-size 2 --collective all_to_all", "bad");
@@ -90,6 +120,15 @@ TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   r = run_bench("--world-size 2 --ring-transport ipc", "ipc_on_cpu");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--ring-transport"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --dtype int32 --op avg", "avg_int");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--op avg needs a floating --dtype"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --dtype float64", "bad_dtype");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--dtype"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --algo bcube", "bad_algo");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--algo"), std::string::npos) << r.out;
   r = run_bench("--world-size 2 --device tpu", "bad_device");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("tpu"), std::string::npos) << r.out;
