@@ -1,5 +1,6 @@
-// apps/ring_demo_main.cpp: `ring_demo`, watch the real ring all-reduce of comm/ step by step, draw
-// it (--svg, --html), or compare its modelled cost with simpler schemes (--compare).
+// apps/ring_demo_main.cpp: `ring_demo`, watch the real ring all-reduce of comm/ step by step, or
+// another algorithm round by round (--algo rd|rh|tree), draw it (--svg, --html), or compare its
+// modelled cost with simpler schemes and every algorithm's measured time (--compare).
 // This file parses flags, prints and picks the exit code; apps/ring_demo/ does the work.
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "apps/program.h"
+#include "apps/ring_demo/algo_run.h"
 #include "apps/ring_demo/compare.h"
 #include "apps/ring_demo/draw.h"
 #include "apps/ring_demo/report.h"
@@ -17,7 +19,7 @@ namespace {
 
 const char kUsage[] =
     "usage: ring_demo [--world-size W] [--count N] [--op sum|avg|max] [--segment N]\n"
-    "                 [--values v0,v1,...] [--svg FILE] [--html FILE]\n"
+    "                 [--values v0,v1,...] [--svg FILE] [--html FILE] [--algo ring|rd|rh|tree]\n"
     "       ring_demo --compare [--bytes B | --count N] [--alpha-us A] [--beta-gbs G]\n"
     "\n"
     "Runs the real ring all-reduce of comm/ (the one data-parallel training uses) with W ranks as\n"
@@ -29,6 +31,8 @@ const char kUsage[] =
     "chunk arriving from the left, so after W-1 steps rank r holds chunk (r+1) mod W summed over\n"
     "all ranks. All-gather, W-1 more steps: the completed chunks travel once round the ring. Each\n"
     "rank sends 2(W-1)/W of its buffer in all, whatever W is: the least any all-reduce can send.\n"
+    "--algo rd|rh|tree shows the other all-reduce algorithms of comm/ the same way, round by\n"
+    "round; --compare also runs every algorithm for real beside its cost model.\n"
     "\n"
     "Exit status: 0 when every rank's result equals the direct computation, 1 when not or when\n"
     "the run failed, 2 for bad flags.\n"
@@ -36,6 +40,7 @@ const char kUsage[] =
     "examples: ring_demo --world-size 4 --count 8\n"
     "          ring_demo --world-size 3 --count 7 --op max --svg ring.svg --html ring.html\n"
     "          ring_demo --world-size 2 --count 2 --values 1,2,10,20\n"
+    "          ring_demo --world-size 5 --count 10 --algo rh --svg rh.svg\n"
     "          ring_demo --compare --bytes 100000000";
 
 std::vector<float> parse_values(const std::string& text) {
@@ -50,11 +55,29 @@ std::vector<float> parse_values(const std::string& text) {
   return out;
 }
 
+// --algo rd|rh|tree: the run, its text and pictures; 0 when every result checks.
+int watch_algo(const engine::ring_demo::Config& cfg, engine::comm::Algo algo,
+               const std::string& svg, const std::string& html) {
+  using namespace engine;
+  const ring_demo::AlgoRun run = ring_demo::run_algo_demo(cfg, algo);
+  bool ok = false;
+  std::fputs(ring_demo::algo_report(run, &ok).c_str(), stdout);
+  if (!svg.empty()) {
+    write_file_atomic(svg, ring_demo::render_algo_svg(run));
+    std::printf("\nwrote %s\n", svg.c_str());
+  }
+  if (!html.empty()) {
+    write_file_atomic(html, ring_demo::render_algo_html(run));
+    std::printf("%swrote %s\n", svg.empty() ? "\n" : "", html.c_str());
+  }
+  return ok ? 0 : 1;
+}
+
 int run(int argc, char** argv) {
   using namespace engine;
   apps::Flags flags(kUsage);
   int64_t world = 4, count = 8, segment = 0;
-  std::string op = "sum", svg, html, values;
+  std::string op = "sum", svg, html, values, algo = "ring";
   bool compare = false;
   double bytes = 100e6, alpha_us = 50, beta_gbs = 1.5;
   flags.add("world-size", &world, "ranks in the ring (threads), 1..64");
@@ -66,8 +89,12 @@ int run(int argc, char** argv) {
             "W*N comma-separated inputs, rank 0's first (N taken from it without --count)");
   flags.add("svg", &svg, "write the steps as one SVG picture to FILE");
   flags.add("html", &html, "write a page stepping through the frames to FILE");
+  flags.add_choice("algo", &algo, {"ring", "rd", "rh", "tree"},
+                   "the all-reduce to watch: ring, rd (recursive doubling), rh (Rabenseifner's "
+                   "halving-doubling), tree (binomial reduce, then broadcast)");
   flags.add_switch("compare", &compare,
-                   "print the cost model of ring vs reduce+broadcast vs all-to-all");
+                   "print the cost model of ring vs reduce+broadcast vs all-to-all, then run "
+                   "every all-reduce algorithm for real beside its model");
   flags.add("bytes", &bytes, "--compare: buffer size in bytes");
   flags.add("alpha-us", &alpha_us, "--compare: latency of one message, microseconds");
   flags.add("beta-gbs", &beta_gbs, "--compare: link bandwidth, GB/s");
@@ -82,6 +109,8 @@ int run(int argc, char** argv) {
     ENGINE_USAGE_CHECK(m.bytes > 0 && m.alpha_s >= 0 && m.beta_Bps > 0,
                        "--compare wants --bytes > 0, --alpha-us >= 0 and --beta-gbs > 0");
     std::fputs(ring_demo::compare_table(m).c_str(), stdout);
+    std::fflush(stdout);
+    std::fputs(ring_demo::measured_compare().c_str(), stdout);
     return 0;
   }
 
@@ -103,6 +132,10 @@ int run(int argc, char** argv) {
   }
   cfg.count = static_cast<size_t>(count);
   apps::as_usage_error([&] { ring_demo::check_config(cfg); });
+  if (algo != "ring") {
+    ENGINE_USAGE_CHECK(!flags.given("segment"), "--segment applies to --algo ring only");
+    return watch_algo(cfg, comm::algo_from_name(algo), svg, html);
+  }
 
   const ring_demo::DemoRun demo = ring_demo::run_demo(cfg);
   bool ok = false;

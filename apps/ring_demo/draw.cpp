@@ -287,6 +287,10 @@ std::string render_svg(const DemoRun& run) {
   return s + "</svg>\n";
 }
 
+const char* frame_script() {
+  return kScript;
+}
+
 std::string render_html(const DemoRun& run) {
   const Layout L(run.cfg.world);
   bool ok = true;

@@ -16,4 +16,8 @@ std::string render_svg(const DemoRun& run);
 // Next buttons, the arrow keys (and Home/End).
 std::string render_html(const DemoRun& run);
 
+// The page's script: Prev and Next buttons (ids prev, next; position in id pos), the arrow keys,
+// Home and End step through the elements of class "frame" (also algo_run.h's pages).
+const char* frame_script();
+
 }  // namespace engine::ring_demo

@@ -68,6 +68,10 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add("bucket-mb", &c.bucket_mb, "bucket size of --sync bucketed, in MiB");
   f.add_choice("transport", &c.transport, {"auto", "tcp", "shm"},
                "how ranks talk: shared memory on one host, TCP between hosts");
+  f.add_choice("algo", &c.algo, {"auto", "ring", "rd", "rh", "tree"},
+               "--backend ring: algorithm of all_reduce, broadcast and reduce: auto (by size), "
+               "ring (chains for broadcast and reduce), rd (recursive doubling), rh "
+               "(Rabenseifner's halving-doubling), tree (binomial trees)");
   f.add("timeout", &c.timeout_s, "seconds any wait for another rank may take");
   f.add("trace", &c.trace,
         "write a Chrome trace (Perfetto, chrome://tracing): one track per rank and thread");
@@ -116,6 +120,9 @@ void validate(const TrainConfig& c) {
                "--backend nccl reduces CUDA tensors and --device cpu trains on the CPU: use "
                "--backend ring");
   ENGINE_CHECK(c.backend != "mpi" || comm::mpi_built(), "--backend mpi: ", comm::mpi_build_hint());
+  ENGINE_CHECK(c.algo == "auto" || c.backend == "ring",
+               "--algo picks among our host algorithms (--backend ring); --backend ", c.backend,
+               " has its own");
   ENGINE_CHECK(c.cuda_ring == "auto" || c.backend == "ring",
                "--cuda-ring chooses how --backend ring moves GPU tensors; --backend ", c.backend,
                " does not use it");

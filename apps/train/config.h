@@ -41,6 +41,7 @@ struct TrainConfig {
   std::string sharding = "partition";
   double bucket_mb = 25;
   std::string transport = "auto";
+  std::string algo = "auto";  // all_reduce, broadcast, reduce: auto | ring | rd | rh | tree
   double timeout_s = 300;
   bool drop_last = false;
   // Watching and measuring.

@@ -96,7 +96,9 @@ std::unique_ptr<comm::Communicator> connect_rank(const TrainConfig& c) {
   o.connect.transport = comm::transport_kind_from_name(c.transport);
   comm::InitTarget t = comm::resolve_init_method(o);
   if (t.world_size == 1) return nullptr;
-  return comm::connect_communicator(t.store, t.rank, t.world_size, o.connect);
+  auto comm = comm::connect_communicator(t.store, t.rank, t.world_size, o.connect);
+  comm->set_algo(comm::algo_from_name(c.algo));
+  return comm;
 }
 
 // Each rank writes its events; rank 0 merges them into one file with a track per rank.
