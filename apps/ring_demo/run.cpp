@@ -112,6 +112,7 @@ void run_ranks(const Config& cfg, std::vector<std::vector<float>>& bufs, Recorde
   comm::CommOptions opts;
   opts.timeout = comm::Millis(60000);
   opts.segment_bytes = segment_bytes;
+  opts.algo = comm::Algo::Ring;  // this page watches the ring, whatever auto would pick
   auto comms = comm::make_mem_communicators(cfg.world, opts);
   std::vector<std::exception_ptr> errors(cfg.world);
   std::vector<std::thread> threads;

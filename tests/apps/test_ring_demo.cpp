@@ -324,6 +324,38 @@ TEST(XmlCheck, RejectsWhatIsNotWellFormed) {
     EXPECT_FALSE(check_xml(bad).ok) << bad;
 }
 
+// --algo rd|rh|tree: the real all_reduce by each algorithm, every round printed; its result checks
+// against the direct computation for world sizes that are and are not powers of two.
+TEST_F(RingDemo, EveryAlgorithmRunsChecksAndDraws) {
+  for (const char* algo : {"rd", "rh", "tree"})
+    for (int W : {1, 2, 3, 5, 8}) {
+      const std::string tag = std::string(algo) + "_W" + std::to_string(W);
+      SCOPED_TRACE(tag);
+      const std::string svg = (tmp_dir() / (tag + ".svg")).string();
+      const std::string html = (tmp_dir() / (tag + ".html")).string();
+      RunResult r = run("--world-size " + std::to_string(W) + " --count 7 --op max --algo " + algo +
+                        " --svg " + svg + " --html " + html);
+      ASSERT_EQ(r.code, 0) << r.output;
+      EXPECT_NE(r.output.find("every rank's buffer equals the direct computation"),
+                std::string::npos)
+          << r.output;
+      if (W > 1) {
+        EXPECT_NE(r.output.find("round 1 ("), std::string::npos) << r.output;
+      }
+      // max over rank r holding r*100 + i: the last rank's values.
+      std::string last;
+      for (int i = 0; i < 7; ++i) last += " " + std::to_string((W - 1) * 100 + i);
+      EXPECT_NE(r.output.find("|" + last + " |"), std::string::npos) << r.output;
+      XmlCheck x = check_xml(read_text(svg));
+      ASSERT_TRUE(x.ok) << x.error;
+      EXPECT_EQ(x.root, "svg");
+      x = check_xml(read_text(html));
+      ASSERT_TRUE(x.ok) << x.error;
+      EXPECT_EQ(x.root, "html");
+      EXPECT_EQ(x.counts["button"], 2);
+    }
+}
+
 TEST_F(RingDemo, CompareHasARowPerWorldSize) {
   for (const char* args : {"--compare", "--compare --bytes 1000000", "--compare --count 250000"}) {
     SCOPED_TRACE(args);
@@ -347,6 +379,15 @@ TEST_F(RingDemo, CompareHasARowPerWorldSize) {
   }
   RunResult r = run("--compare --bytes 1000000");
   EXPECT_NE(r.output.find("1.000 MB"), std::string::npos) << r.output;
+  // The measured half: every algorithm at W = 2, 4, 8 and three sizes, and where each wins.
+  for (const char* want : {"Measured here", "rd measured / model", "rh measured / model",
+                           "tree measured / model", "Where each wins"})
+    EXPECT_NE(r.output.find(want), std::string::npos) << want;
+  size_t rows = 0;
+  for (size_t at = r.output.find(" KiB |"); at != std::string::npos;
+       at = r.output.find(" KiB |", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, 3u) << r.output;  // 64 KiB at W = 2, 4, 8
 }
 
 TEST_F(RingDemo, BadFlagsGiveAClearErrorAndStatus2) {
@@ -360,6 +401,8 @@ TEST_F(RingDemo, BadFlagsGiveAClearErrorAndStatus2) {
                {"--segment 1", "--segment"},
                {"--world-size 2 --values 1,2,3", "--values"},
                {"--world-size 2 --values 1,x", "--values"},
+               {"--algo rd --segment 4", "--segment"},
+               {"--algo bcube", "bcube"},
                {"--no-such-flag", "no-such-flag"}};
   for (const Case& c : cases) {
     RunResult r = run(c.args);
