@@ -1,12 +1,18 @@
 // comm/algorithms/tuning.cpp: the names of the algorithms and `auto`'s crossovers.
 //
-// How the table was measured: allreduce_bench --algo all, shared memory, on one of our 2-core
-// AMD EPYC (Zen 4) machines, float32 sum, sizes 8 B .. 64 MiB by factors of 2, W = 2..8 ranks
-// (W > 2 oversubscribes the 2 cores, as our CI and tests do):
-//   build/apps/allreduce_bench --nproc W --transport shm --algo all --min-bytes 8 --max-bytes 64M
-// For each W, rd_max is the largest size at which recursive doubling was fastest, rh_max the
-// largest at which Rabenseifner's was at least as fast as the ring; the ring above. For broadcast
-// and reduce the binomial tree against the chain, the same way (tree_max).
+// How the table was measured (2026-11-27): allreduce_bench --algo all over shared memory on one of
+// our 2-core AMD EPYC (Zen 4) machines, float32 sum, 8 B .. 32 MiB by factors of 4, W = 2, 3, 4,
+// 6, 8 (W > 2 oversubscribes the 2 cores, as our CI and tests do), each size's faster of the
+// out-of-place and in-place times:
+//   allreduce_bench --world-size W --transport shm --algo all --collective all_reduce
+//                   --min-bytes 8 --max-bytes 32M --step-factor 4 --warmup 3
+// and the same with --collective broadcast and reduce (W = 4, 8; up to 8M). Other programs shared
+// the machine (load average 6-12), so single cells are noisy; the table keeps what held across
+// world sizes. all_reduce: recursive doubling was fastest up to 512 B at every W (2-3x the ring at
+// 8 B) and at W = 2 up to 128 KiB (one exchange of the whole buffer: the ring's bytes in one step
+// instead of two); Rabenseifner's beat the ring from 2 KiB to 32 KiB at W = 4, 6, 8 (1.3-2.6x) and
+// lost or tied from 128 KiB up, where the ring's pipelined segments win. Broadcast and reduce: the
+// binomial tree beat the chain in most cells up to 32 KiB, the chain most cells from 2 MiB up.
 #include "comm/algorithms/tuning.h"
 
 #include "core/error.h"
@@ -23,9 +29,8 @@ struct Crossover {
 };
 
 constexpr Crossover kTable[] = {
-    {2, 64 << 10, 0, 64 << 10},
-    {4, 32 << 10, 0, 32 << 10},
-    {1 << 30, 16 << 10, 0, 16 << 10},
+    {2, 128 << 10, 128 << 10, 32 << 10},
+    {1 << 30, 1 << 10, 32 << 10, 32 << 10},
 };
 
 const Crossover& row(int world) {
