@@ -96,7 +96,8 @@ class Communicator {
   void set_ring_observer(RingObserver* obs) { observer_ = obs; }
 
   // --- collectives on raw buffers ---------------------------------------------------------------
-  // In place on every rank. The ring: reduce-scatter then all-gather, pipelined.
+  // In place on every rank, by the algorithm of CommOptions::algo (auto: by size; the ring,
+  // recursive doubling, halving-doubling or trees: comm/algorithms/tuning.h).
   void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
   // Root's buffer is copied to every rank.
   void broadcast(void* data, size_t count, DType dtype, int root);
