@@ -16,8 +16,10 @@ namespace engine::allreduce_bench {
 CollOp collective_from_name(const std::string& s) {
   for (CollOp c : kCollectives)
     if (s == comm::coll_op_name(c)) return c;
+  if (s == comm::coll_op_name(CollOp::AllToAll)) return CollOp::AllToAll;
   ENGINE_FAIL("unknown collective '", s,
-              "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter or all)");
+              "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all "
+              "or all)");
 }
 
 double busbw_factor(CollOp c, int world) {
@@ -27,6 +29,7 @@ double busbw_factor(CollOp c, int world) {
       return 2.0 * (n - 1) / n;
     case CollOp::AllGather:
     case CollOp::ReduceScatter:
+    case CollOp::AllToAll:
       return (n - 1) / n;
     case CollOp::Broadcast:
     case CollOp::Reduce:
@@ -38,7 +41,8 @@ double busbw_factor(CollOp c, int world) {
 
 int64_t total_count(CollOp c, int64_t nbytes, int world) {
   const int64_t count = nbytes / 4;
-  if (c == CollOp::AllGather || c == CollOp::ReduceScatter) return count / world * world;
+  if (c == CollOp::AllGather || c == CollOp::ReduceScatter || c == CollOp::AllToAll)
+    return count / world * world;
   return count;
 }
 
@@ -53,6 +57,10 @@ CollectiveRun::CollectiveRun(CollOp c, comm::Communicator& comm, int64_t count, 
     case CollOp::ReduceScatter:
       in_.resize(count_);
       out_.resize(chunk_);
+      break;
+    case CollOp::AllToAll:
+      in_.resize(count_);
+      out_.resize(count_);
       break;
     default:
       in_.resize(count_);
@@ -118,6 +126,9 @@ void CollectiveRun::run() {
       break;
     case CollOp::ReduceScatter:
       comm_.reduce_scatter(in_.data(), out_.data(), chunk_, f32, op_);
+      break;
+    case CollOp::AllToAll:
+      comm_.all_to_all(in_.data(), out_.data(), chunk_, f32);
       break;
     default:
       ENGINE_FAIL("allreduce_bench: ", comm::coll_op_name(c_), " is not timed");
@@ -201,6 +212,11 @@ int64_t CollectiveRun::check() {
       break;
     case CollOp::ReduceScatter:  // this rank's chunk of the reduction
       for (int64_t i = 0; i < chunk_; ++i) want.push_back(expected_reduction(r * chunk_ + i));
+      got = out_.data();
+      break;
+    case CollOp::AllToAll:  // chunk q comes from rank q's chunk r
+      for (int q = 0; q < w; ++q)
+        for (int64_t i = 0; i < chunk_; ++i) want.push_back(value(q, r * chunk_ + i));
       got = out_.data();
       break;
     default:

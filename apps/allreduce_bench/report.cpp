@@ -43,7 +43,8 @@ void print_device_line(FILE* out, const Config& cfg, const std::string& devices,
 void print_table_header(FILE* out, CollOp c, int world) {
   const char* factor = "1";
   if (c == CollOp::AllReduce) factor = "2(n-1)/n";
-  if (c == CollOp::AllGather || c == CollOp::ReduceScatter) factor = "(n-1)/n";
+  if (c == CollOp::AllGather || c == CollOp::ReduceScatter || c == CollOp::AllToAll)
+    factor = "(n-1)/n";
   std::fprintf(out, "#\n# %s, n = %d, busbw = algbw * %s\n", comm::coll_op_name(c), world, factor);
   std::fprintf(out, "# %12s %12s %6s %8s %12s %10s %10s %7s\n", "size(B)", "count", "type", "iters",
                "time(us)", "algbw", "busbw", "#wrong");
