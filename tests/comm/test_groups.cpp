@@ -8,6 +8,7 @@
 
 #include "comm/rendezvous/rendezvous.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/comm/netns_hosts.h"
 
 namespace engine::comm {
 namespace {
@@ -155,7 +156,7 @@ void check_two_level(const std::vector<int>& hosts, TwoLevel mode, bool expect_t
     c.set_two_level(mode);
     if (c.uses_two_level() != expect_two) throw Error("uses_two_level wrong");
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
-      for (size_t n : {size_t(1), size_t(W - 1), size_t(1013), size_t(1 << 16)}) {
+      for (size_t n : {size_t(1), size_t(W - 1), size_t(1013), size_t(5 << 18) + 3}) {
         std::vector<float> a(n), b(n);
         for (size_t i = 0; i < n; ++i) a[i] = b[i] = fval(r, i);
         c.all_reduce(a.data(), n, DType::F32, op);
@@ -210,6 +211,39 @@ TEST(GroupsProcesses, SplitAndTwoLevelAcrossProcesses) {
     for (size_t i = 0; i < n; i += 997)
       w.note(a[i] == fval(0, i) + fval(1, i) + fval(2, i) + fval(3, i), "two-level all_reduce");
     if (!w.first.empty()) throw Error("wrong: " + w.first);
+  });
+  for (int r = 0; r < W; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// Two hosts in network namespaces (tests/comm/netns_hosts.h), two ranks each: the two-level
+// all_reduce gives the flat ring's sums, bit for bit.
+TEST(GroupsProcesses, TwoLevelOverNetworkNamespacesEqualsTheRing) {
+  testing::NetnsHosts net(2);
+  if (!net.ok()) GTEST_SKIP() << "no network namespaces: " << net.why_not();
+  const int W = 4, port = testing::free_port();
+  auto codes = testing::run_processes(W, [&](int r) {
+    ENGINE_CHECK(net.enter(r / 2), "cannot enter network namespace ", net.host(r / 2));
+    setenv("ENGINE_COMM_HOST_ID", net.host(r / 2).c_str(), 1);
+    InitOptions o;
+    o.init_method = "tcp://" + net.addr(0) + ":" + std::to_string(port);
+    o.rank = r;
+    o.world_size = W;
+    o.connect.timeout = Millis(20000);
+    auto c = init_communicator(o);
+    if (c->transport_kind() != "shm+tcp" || !c->uses_two_level())
+      throw Error("two hosts not seen: " + c->transport_kind());
+    for (size_t n : {size_t(1), size_t(1013), size_t(3 << 20)}) {
+      std::vector<float> a(n), b(n);
+      for (size_t i = 0; i < n; ++i) a[i] = b[i] = fval(r, i);
+      c->all_reduce(a.data(), n, DType::F32, ReduceOp::Sum);
+      c->set_two_level(TwoLevel::Off);
+      c->all_reduce(b.data(), n, DType::F32, ReduceOp::Sum);
+      c->set_two_level(TwoLevel::Auto);
+      if (a != b) throw Error("two-level differs from the ring at n=" + std::to_string(n));
+      for (size_t i = 0; i < n; i += 101)
+        if (a[i] != fval(0, i) + fval(1, i) + fval(2, i) + fval(3, i))
+          throw Error("wrong sum at " + std::to_string(i));
+    }
   });
   for (int r = 0; r < W; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
