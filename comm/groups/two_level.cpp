@@ -33,7 +33,8 @@ TwoLevel two_level_from_name(const std::string& s) {
 }
 
 bool Communicator::uses_two_level() const {
-  if (opts_.two_level == TwoLevel::Off || hosts_.empty()) return false;
+  // Off, one host known, or a host backend of its own (MPI: every collective through MPI).
+  if (opts_.two_level == TwoLevel::Off || hosts_.empty() || host_path() != "host") return false;
   const int H = num_hosts(), W = size();
   if (H < 2 || H == W) return false;  // one host, or one rank per host: nothing to gain
   if (opts_.two_level == TwoLevel::On) return true;
