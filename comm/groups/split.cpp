@@ -43,11 +43,9 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
     if (r == rank()) me = static_cast<int>(members.size());
     members.push_back(r);
   }
-  // Parent ranks of this group, in group rank order, as seen by the parent's own transport.
-  std::vector<int> parent_ranks = members;
   const uint16_t gid = group_id(group_, split_no, color);
   auto child = std::make_unique<Communicator>(
-      std::make_shared<GroupTransport>(transport_, parent_ranks, me, gid), opts_, store_);
+      std::make_shared<GroupTransport>(transport_, members, me, gid), opts_, store_);
   child->group_ = gid;
   if (!hosts_.empty()) {
     std::vector<int> hosts;

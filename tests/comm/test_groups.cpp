@@ -156,7 +156,9 @@ void check_two_level(const std::vector<int>& hosts, TwoLevel mode, bool expect_t
     c.set_two_level(mode);
     if (c.uses_two_level() != expect_two) throw Error("uses_two_level wrong");
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+      // 5 MiB + 12 B: the leaders' pipeline of pieces (Sum only: slow under ThreadSanitizer).
       for (size_t n : {size_t(1), size_t(W - 1), size_t(1013), size_t(5 << 18) + 3}) {
+        if (n > 1013 && op != ReduceOp::Sum) continue;
         std::vector<float> a(n), b(n);
         for (size_t i = 0; i < n; ++i) a[i] = b[i] = fval(r, i);
         c.all_reduce(a.data(), n, DType::F32, op);
