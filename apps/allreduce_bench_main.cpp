@@ -108,6 +108,7 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
     auto comm = engine::comm::connect_communicator(target.store, target.rank, target.world_size,
                                                    init.connect);
     if (cfg.segment_bytes > 0) comm->set_segment_bytes(static_cast<size_t>(cfg.segment_bytes));
+    comm->set_two_level(cfg.two_level);
     if (cfg.mpi())
       comm->set_backend(
           engine::DeviceKind::CPU,
@@ -131,6 +132,9 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
         ab::print_device_line(table, cfg, cuda.devices, cuda.backend_text);
       else if (cfg.mpi())
         ab::print_device_line(table, cfg, "host memory", mpi_text());
+      if (comm->uses_two_level())
+        std::fprintf(table, "# all_reduce in two levels: %d hosts (--two-level %s)\n",
+                     comm->num_hosts(), engine::comm::two_level_name(cfg.two_level));
     }
     std::vector<Row> rows;  // of the current table, for --algo all's side-by-side lines
     auto side_by_side = [&] {

@@ -209,6 +209,7 @@ CollContext Communicator::call(CollOp op, size_t count, DType dtype, ReduceOp re
   f.dtype = dtype;
   f.redop = redop;
   f.root = root;
+  f.group = group_;
   return CollContext{*transport_, f, opts_.timeout, opts_.segment_bytes, observer_, opts_.algo};
 }
 
@@ -222,7 +223,7 @@ void Communicator::check_root(int root, const char* what) const {
 
 void Communicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
   check_reduce_supported(dtype, op);
-  run([&] { host_->host_buffers(call(CollOp::AllReduce, count, dtype, op, -1), nullptr, data); });
+  run([&] { host_all_reduce(call(CollOp::AllReduce, count, dtype, op, -1), data); });
 }
 
 void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
@@ -274,9 +275,8 @@ void Communicator::barrier() {
 
 Work Communicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
   check_reduce_supported(dtype, op);
-  return enqueue([=, this] {
-    host_->host_buffers(call(CollOp::AllReduce, count, dtype, op, -1), nullptr, data);
-  });
+  return enqueue(
+      [=, this] { host_all_reduce(call(CollOp::AllReduce, count, dtype, op, -1), data); });
 }
 
 Work Communicator::broadcast_async(void* data, size_t count, DType dtype, int root) {
@@ -305,6 +305,7 @@ Work Communicator::post_p2p(bool is_send, void* data, size_t count, DType dt, in
   f.dtype = dt;
   f.count = count;
   f.root = tag;
+  f.group = group_;
   RequestPtr req;
   {
     // Numbering and posting together, so that concurrent callers keep the two in step.

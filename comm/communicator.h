@@ -43,8 +43,19 @@
 
 namespace engine::comm {
 
+// all_reduce in two levels when the ranks span hosts (comm/groups/two_level.cpp): reduce inside
+// each host, all_reduce among one leader per host, broadcast inside each host. Auto: when there
+// is more than one host, every host has more than one rank and CommOptions::algo is Auto (a named
+// algorithm, --algo ring, keeps it flat); On: whenever there is more than one host; Off: the flat
+// algorithm always.
+enum class TwoLevel { Auto, On, Off };
+const char* two_level_name(TwoLevel t);
+// "auto", "on" or "off"; engine::Error otherwise.
+TwoLevel two_level_from_name(const std::string& s);
+
 struct CommOptions {
   Millis timeout{300000};
+  TwoLevel two_level = TwoLevel::Auto;
   // Pipelining grain of the ring and the chains: a chunk is cut into segments of this many bytes.
   size_t segment_bytes = 128 << 10;
   // The algorithm of all_reduce, broadcast and reduce (comm/algorithms/tuning.h); every rank the
@@ -85,6 +96,26 @@ class Communicator {
     local_rank_ = local_rank;
     local_size_ = local_size;
   }
+  // The host of every rank (0 .. hosts-1, numbered by first rank); sets local_rank/local_size
+  // too. Until set, every rank counts as on one host. Between collectives only.
+  void set_hosts(std::vector<int> host_of_rank);
+  int num_hosts() const;
+  TwoLevel two_level() const { return opts_.two_level; }
+  void set_two_level(TwoLevel t) { opts_.two_level = t; }
+  // Whether all_reduce of CPU buffers takes the two levels (the same answer on every rank).
+  bool uses_two_level() const;
+
+  // --- groups (comm/groups/split.cpp) --------------------------------------------------------
+  // MPI_Comm_split / ncclCommSplit: every rank calls it (a collective of this communicator); the
+  // ranks that pass the same color >= 0 get a communicator of their own, ranked by key, then by
+  // rank here; color kNoColor (any negative) gets nullptr. The group runs over this
+  // communicator's transport (comm/groups/group_transport.h) with its own sequence numbers and
+  // a group id in every frame; every collective works in it. It must not outlive this one, and
+  // two ranks call the collectives of the communicators they share in the same order.
+  static constexpr int kNoColor = -1;
+  std::unique_ptr<Communicator> split(int color, int key);
+  // 0 for a job's communicator, else the group id its frames carry.
+  uint16_t group() const { return group_; }
 
   Millis timeout() const { return opts_.timeout; }
   void set_timeout(Millis t) { opts_.timeout = t; }
@@ -113,6 +144,14 @@ class Communicator {
   void reduce_scatter(const void* in, void* out, size_t count, DType dtype,
                       ReduceOp op = ReduceOp::Sum);
   void barrier();
+  // in holds size() * count elements: rank r's chunk j (in + j * count) lands in rank j's chunk r
+  // of out (size() * count elements). Direct exchange (comm/algorithms/all_to_all.h).
+  void all_to_all(const void* in, void* out, size_t count, DType dtype);
+  // PyTorch's all_to_all_single with split sizes: chunk j of `in` holds send_counts[j] elements
+  // and goes to rank j; chunk j of `out` receives recv_counts[j] elements from rank j (chunks
+  // back to back). Rank j's send_counts[r] must equal rank r's recv_counts[j].
+  void all_to_all_single(const void* in, void* out, const std::vector<size_t>& send_counts,
+                         const std::vector<size_t>& recv_counts, DType dtype);
 
   // --- point to point (their own stream: never mixed up with collectives) ----------------------
   // Messages from one rank to another arrive in order; tag and count must match the receiver's.
@@ -137,6 +176,12 @@ class Communicator {
   void gather(const Tensor& in, const Tensor& out, int root);  // out undefined off root is fine
   void scatter(const Tensor& in, const Tensor& out, int root);  // in undefined off root is fine
   void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::Sum);
+  // CPU tensors. Equal splits: in.numel() == out.numel(), a multiple of size(). With splits
+  // (empty = equal): their sums are in.numel() and out.numel().
+  void all_to_all(const Tensor& in, const Tensor& out);
+  void all_to_all_single(const Tensor& in, const Tensor& out,
+                         const std::vector<size_t>& send_counts,
+                         const std::vector<size_t>& recv_counts);
   void send(const Tensor& t, int dst, int tag = 0);
   void recv(const Tensor& t, int src, int tag = 0);
   Work isend(const Tensor& t, int dst, int tag = 0);
@@ -201,6 +246,11 @@ class Communicator {
   // The backend for a call's tensors: the CUDA one when any of them is on a CUDA device.
   Backend& backend_for(const Tensor& a, const Tensor& b = Tensor()) const;
   Work post_p2p(bool is_send, void* data, size_t count, DType dt, int peer, int tag);
+  // The host all_reduce on the executing thread: two levels (uses_two_level) or the backend's.
+  void host_all_reduce(const CollContext& c, void* data);
+  void two_level_all_reduce(void* data, size_t count, DType dtype, ReduceOp op);
+  void check_all_to_all(const std::vector<size_t>& send_counts,
+                        const std::vector<size_t>& recv_counts) const;
 
   std::unique_ptr<Backend> host_ = make_host_backend();
   std::unique_ptr<Backend> cuda_ = make_staged_backend();
@@ -210,6 +260,13 @@ class Communicator {
   std::shared_ptr<Store> store_;  // keeps rank 0's store server alive
   RingObserver* observer_ = nullptr;
   int local_rank_ = 0, local_size_ = 1;
+  std::vector<int> hosts_;  // host of each rank; empty = one host
+  uint16_t group_ = 0;
+  int splits_ = 0;  // split() calls so far (part of the children's group ids)
+  // The two levels' groups, made by the first two-level all_reduce: this rank's host, and the
+  // hosts' leaders (local rank 0; null elsewhere).
+  std::unique_ptr<Communicator> host_comm_, leaders_comm_;
+  bool two_level_ready_ = false;
   uint64_t seq_ = 0;  // collectives so far
   std::mutex p2p_mu_;
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;  // per peer message counters

@@ -59,6 +59,7 @@ Backend& Communicator::backend_for(const Tensor& a, const Tensor& b) const {
 void Communicator::all_reduce(const Tensor& t, ReduceOp op) {
   check_defined(t, "all_reduce");
   check_reduce_supported(t.dtype(), op);
+  if (!on_cuda(t) && uses_two_level()) return all_reduce(t.raw_data(), numel(t), t.dtype(), op);
   Backend& b = backend_for(t);
   run([&] { b.all_reduce(call(CollOp::AllReduce, numel(t), t.dtype(), op, -1), t, nullptr); });
 }
@@ -191,6 +192,10 @@ Work Communicator::irecv(const Tensor& t, int src, int tag) {
 Work Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {
   check_defined(t, "all_reduce_async");
   check_reduce_supported(t.dtype(), op);
+  if (!on_cuda(t) && uses_two_level())
+    return enqueue([=, this] {
+      host_all_reduce(call(CollOp::AllReduce, numel(t), t.dtype(), op, -1), t.raw_data());
+    });
   Backend* b = &backend_for(t);
   return enqueue([=, this] {
     b->all_reduce(call(CollOp::AllReduce, numel(t), t.dtype(), op, -1), t, nullptr);

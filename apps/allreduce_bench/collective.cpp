@@ -88,8 +88,10 @@ double stored(DType dt, double v) {
 CollOp collective_from_name(const std::string& s) {
   for (CollOp c : kCollectives)
     if (s == comm::coll_op_name(c)) return c;
+  if (s == comm::coll_op_name(CollOp::AllToAll)) return CollOp::AllToAll;
   ENGINE_FAIL("unknown collective '", s,
-              "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter or all)");
+              "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all "
+              "or all)");
 }
 
 double busbw_factor(CollOp c, int world) {
@@ -99,6 +101,7 @@ double busbw_factor(CollOp c, int world) {
       return 2.0 * (n - 1) / n;
     case CollOp::AllGather:
     case CollOp::ReduceScatter:
+    case CollOp::AllToAll:
       return (n - 1) / n;
     case CollOp::Broadcast:
     case CollOp::Reduce:
@@ -110,7 +113,8 @@ double busbw_factor(CollOp c, int world) {
 
 int64_t total_count(CollOp c, int64_t nbytes, int world, DType dt) {
   const int64_t count = nbytes / static_cast<int64_t>(dtype_size(dt));
-  if (c == CollOp::AllGather || c == CollOp::ReduceScatter) return count / world * world;
+  if (c == CollOp::AllGather || c == CollOp::ReduceScatter || c == CollOp::AllToAll)
+    return count / world * world;
   return count;
 }
 
@@ -183,6 +187,7 @@ void CollectiveRun::run_host() {
   const bool ip = in_place_;
   std::byte* buf = ip ? in_.data() : out_.data();
   if (!ip && !in_.empty() && c_ != CollOp::AllGather && c_ != CollOp::ReduceScatter &&
+      c_ != CollOp::AllToAll &&
       (c_ != CollOp::Broadcast || r == 0))
     std::memcpy(out_.data(), in_.data(), in_.size());
   switch (c_) {
@@ -200,6 +205,9 @@ void CollectiveRun::run_host() {
       break;
     case CollOp::ReduceScatter:
       comm_.reduce_scatter(in_.data(), ip ? at(in_, r * chunk_) : out_.data(), chunk_, dt_, op_);
+      break;
+    case CollOp::AllToAll:
+      comm_.all_to_all(in_.data(), out_.data(), chunk_, dt_);
       break;
     default:
       ENGINE_FAIL("allreduce_bench: ", comm::coll_op_name(c_), " is not timed");
@@ -317,6 +325,11 @@ int64_t CollectiveRun::check() {
     case CollOp::ReduceScatter:  // this rank's chunk of the reduction
       for (int64_t i = 0; i < chunk_; ++i) want.push_back(expected_reduction(r * chunk_ + i));
       got = ip ? in_.data() + r * chunk_ * es_ : out_.data();
+      break;
+    case CollOp::AllToAll:  // chunk q comes from rank q's chunk r
+      for (int q = 0; q < w; ++q)
+        for (int64_t i = 0; i < chunk_; ++i) want.push_back(stored(dt_, value(q, r * chunk_ + i)));
+      got = out_.data();
       break;
     default:
       ENGINE_FAIL("allreduce_bench: ", comm::coll_op_name(c_), " is not checked");

@@ -20,15 +20,16 @@ using comm::CollOp;
 constexpr CollOp kCollectives[] = {CollOp::AllReduce, CollOp::Broadcast, CollOp::Reduce,
                                    CollOp::AllGather, CollOp::ReduceScatter};
 
+// Named alone (--collective all_to_all), not in `all`: all_to_all (comm/communicator.h).
 CollOp collective_from_name(const std::string& s);  // engine::Error for an unknown name
 
-// nccl-tests' bus bandwidth factors: all_reduce 2(n-1)/n; all_gather and reduce_scatter (n-1)/n
-// of the total size; broadcast and reduce 1.
+// nccl-tests' bus bandwidth factors: all_reduce 2(n-1)/n; all_gather, reduce_scatter and
+// all_to_all (n-1)/n of the total size; broadcast and reduce 1.
 double busbw_factor(CollOp c, int world);
 
-// Elements of the size column: nbytes / the dtype's size, for all_gather and reduce_scatter rounded
-// down to a multiple of the world size (the size is the gathered / scattered total, as
-// nccl-tests').
+// Elements of the size column: nbytes / the dtype's size, for all_gather, reduce_scatter and
+// all_to_all rounded down to a multiple of the world size (the size is the gathered / scattered /
+// exchanged total, as nccl-tests').
 int64_t total_count(CollOp c, int64_t nbytes, int world, DType dt = DType::F32);
 
 // nccl-tests' name of a dtype in the type column: float, bfloat16, half, int32, int64, uint8.
@@ -75,7 +76,7 @@ class CollectiveRun {
 
   CollOp c_;
   comm::Communicator& comm_;
-  int64_t count_, chunk_;  // chunk_: per-rank share for all_gather / reduce_scatter
+  int64_t count_, chunk_;  // chunk_: per-rank share for all_gather / reduce_scatter / all_to_all
   comm::ReduceOp op_;
   Backend backend_;
   DType dt_;

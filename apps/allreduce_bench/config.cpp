@@ -106,9 +106,14 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
                "algorithm of all_reduce, broadcast and reduce (--backend ring): auto (by size), "
                "ring (chains for broadcast and reduce), rd (recursive doubling), rh "
                "(Rabenseifner's halving-doubling), tree (binomial), all (each, side by side)");
-  f.add_choice("collective", &coll,
-               {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all"},
-               "collective(s) to run, one table each");
+  f.add_choice(
+      "collective", &coll,
+      {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "all"},
+      "collective(s) to run, one table each (all: every one but all_to_all)");
+  std::string two_level = "auto";
+  f.add_choice("two-level", &two_level, {"auto", "on", "off"},
+               "all_reduce in two levels across hosts (reduce in each host, all_reduce among "
+               "one leader per host, broadcast): auto when every host has 2+ ranks");
   f.add("check", &check, "1: a correctness pass per size (separate from timing); 0: none");
   f.add("json", &cfg->json_path, "also write one JSON object per row to this file (- = stdout)");
   f.add("segment-bytes", &cfg->segment_bytes, "ring pipelining grain (0: the communicator's)");
@@ -132,6 +137,10 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
                      "--backend mpi); --world-size forks ranks that are not MPI processes");
   ENGINE_USAGE_CHECK(!f.given("ring-transport") || (cfg->cuda() && cfg->backend == "ring"),
                      "--ring-transport applies to --device cuda --backend ring only");
+  ENGINE_USAGE_CHECK(coll != "all_to_all" || (!cfg->cuda() && cfg->backend == "ring"),
+                     "--collective all_to_all runs on host buffers over the ring's transports "
+                     "(--device cpu --backend ring)");
+  cfg->two_level = comm::two_level_from_name(two_level);
 
   ENGINE_USAGE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");
   cfg->world_size = static_cast<int>(world);

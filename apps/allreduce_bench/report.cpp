@@ -47,7 +47,8 @@ void print_device_line(FILE* out, const Config& cfg, const std::string& devices,
 void print_table_header(FILE* out, CollOp c, int world) {
   const char* factor = "1";
   if (c == CollOp::AllReduce) factor = "2(n-1)/n";
-  if (c == CollOp::AllGather || c == CollOp::ReduceScatter) factor = "(n-1)/n";
+  if (c == CollOp::AllGather || c == CollOp::ReduceScatter || c == CollOp::AllToAll)
+    factor = "(n-1)/n";
   std::fprintf(out, "#\n# %s, n = %d, busbw = algbw * %s\n", comm::coll_op_name(c), world, factor);
   std::fprintf(out, "# %12s %12s %8s %6s %5s %6s %10s %43s %43s\n", "", "", "", "", "", "", "",
                "out-of-place", "in-place");

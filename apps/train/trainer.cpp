@@ -268,6 +268,11 @@ void Trainer::distribute() {
   if (!cuda_path.empty())
     std::printf("CUDA tensors: %s, rank r on cuda:LOCAL_RANK (cuda:0 where a rank sees one GPU)\n",
                 cuda_path.c_str());
+  if (comm_->uses_two_level())
+    std::printf(
+        "All-reduce in two levels: %d hosts (reduce on each, all_reduce among their "
+        "leaders, broadcast)\n",
+        comm_->num_hosts());
 }
 
 // --profile's table; on the CPU with each layer's share of the FMA peak of this rank's threads,

@@ -6,16 +6,21 @@
 
 namespace engine::comm {
 
+namespace {
+constexpr uint64_t kSeqMask = (uint64_t{1} << 48) - 1;
+}  // namespace
+
 const char* coll_op_name(CollOp op) {
   static constexpr const char* kNames[] = {
-      "none",   "all_reduce", "broadcast",      "reduce",  "all_gather",
-      "gather", "scatter",    "reduce_scatter", "barrier", "send"};
+      "none",    "all_reduce",     "broadcast", "reduce", "all_gather", "gather",
+      "scatter", "reduce_scatter", "barrier",   "send",   "all_to_all"};
   const auto i = static_cast<size_t>(op);
   return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 std::string Fingerprint::str() const {
   std::ostringstream os;
+  if (group) os << "group " << group << " ";
   os << "#" << seq << " " << coll_op_name(op) << "(";
   if (op == CollOp::Barrier) {
     os << ")";
@@ -39,7 +44,7 @@ FrameHeader FrameHeader::data(const Fingerprint& f, uint32_t step, uint64_t nbyt
   h.redop = static_cast<uint8_t>(f.redop);
   h.root = f.root;
   h.step = step;
-  h.seq = f.seq;
+  h.seq = (f.seq & kSeqMask) | (static_cast<uint64_t>(f.group) << 48);
   h.count = f.count;
   h.nbytes = nbytes;
   return h;
@@ -47,7 +52,8 @@ FrameHeader FrameHeader::data(const Fingerprint& f, uint32_t step, uint64_t nbyt
 
 Fingerprint FrameHeader::fingerprint() const {
   Fingerprint f;
-  f.seq = seq;
+  f.seq = seq & kSeqMask;
+  f.group = static_cast<uint16_t>(seq >> 48);
   f.op = static_cast<CollOp>(op);
   f.dtype = static_cast<DType>(dtype);
   f.redop = static_cast<ReduceOp>(redop);

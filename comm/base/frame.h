@@ -21,7 +21,8 @@ enum class CollOp : uint8_t {
   Scatter,
   ReduceScatter,
   Barrier,
-  Send,  // point-to-point; root holds the tag
+  Send,      // point-to-point; root holds the tag
+  AllToAll,  // count: elements of each message (all_to_all_single: of this pair's message)
 };
 const char* coll_op_name(CollOp op);
 
@@ -34,8 +35,11 @@ struct Fingerprint {
   ReduceOp redop = ReduceOp::Sum;
   int32_t root = -1;
   uint64_t count = 0;
+  // The communicator's group (comm/groups/group_transport.h): 0 for the job's own, else the id
+  // every member of a split() group shares. Travels in the top 16 bits of the frame's seq.
+  uint16_t group = 0;
 
-  // "#12 all_reduce(count=1013, F32, SUM)"
+  // "#12 all_reduce(count=1013, F32, SUM)", "group 7 #3 broadcast(...)" in a group
   std::string str() const;
   // Same call apart from the sequence number.
   bool same_call(const Fingerprint& o) const {
@@ -53,7 +57,7 @@ struct FrameHeader {
   uint8_t redop = 0;
   int32_t root = -1;
   uint32_t step = 0;  // which message of the collective this is (schedule step x segment)
-  uint64_t seq = 0;
+  uint64_t seq = 0;   // low 48 bits: the sequence number; high 16: the group
   uint64_t count = 0;
   uint64_t nbytes = 0;  // payload bytes that follow
 

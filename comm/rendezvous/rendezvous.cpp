@@ -394,10 +394,15 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
   copts.timeout = o.timeout;
   copts.segment_bytes = o.segment_bytes;
   auto comm = std::make_unique<Communicator>(transport, copts, store);
-  const auto& local = links.local;
-  const int local_rank =
-      static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
-  comm->set_local(local_rank, static_cast<int>(local.size()));
+  // The hosts by identity (local rank and size: this rank's among the ranks of its host).
+  std::vector<int> hosts(world);
+  for (int r = 0; r < world; ++r)
+    for (int q = 0; q <= r; ++q)
+      if (info[q].host_id == info[r].host_id) {
+        hosts[r] = q;
+        break;
+      }
+  comm->set_hosts(std::move(hosts));
   return comm;
 }
 

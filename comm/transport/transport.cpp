@@ -163,6 +163,11 @@ void Transport::check_header(const Request& r) {
     return;
   }
   const Fingerprint ef = e.fingerprint(), gf = g.fingerprint();
+  if (ef.group != gf.group)
+    fail("group mismatch: " + me + " expected " + ef.str() + " but " + him + " sent " + gf.str() +
+             ": the two ranks called their communicators' (job's and groups') collectives in " +
+             "different orders",
+         false, "");
   if (r.lane == Lane::Collective) {
     if (ef.seq != gf.seq)
       fail("collective mismatch: " + me + " is at " + ef.str() + " but " + him + " sent " +

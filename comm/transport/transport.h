@@ -12,6 +12,9 @@
 // names both ranks and both calls. Any error breaks the transport for good: abort() sends a best-
 // effort Abort frame with the reason to every peer and closes every channel, so that peers fail
 // promptly with that reason instead of waiting for their timeout.
+//
+// The posting, waiting and aborting calls are virtual for GroupTransport
+// (comm/groups/group_transport.h): a split() group's ranks over this transport's channels.
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -57,7 +60,7 @@ class Transport {
  public:
   // kind: "tcp", "shm", "mem", "shm+tcp" (for messages and tests).
   Transport(int rank, int world, std::string kind);
-  ~Transport();
+  virtual ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
@@ -86,20 +89,20 @@ class Transport {
   const std::string& kind() const { return kind_; }
 
   // Posts a frame: header h (h.nbytes payload bytes from data). data must stay valid until done.
-  RequestPtr isend(int peer, Lane s, const FrameHeader& h, const void* data);
+  virtual RequestPtr isend(int peer, Lane s, const FrameHeader& h, const void* data);
   // Posts a receive of a frame that must match `expect` into dst (expect.nbytes bytes); with
   // reduce, dst[i] = dst[i] op payload[i] instead of a copy.
-  RequestPtr irecv(int peer, Lane s, const FrameHeader& expect, void* dst);
-  RequestPtr irecv_reduce(int peer, Lane s, const FrameHeader& expect, void* dst, DType dt,
-                          ReduceOp op);
+  virtual RequestPtr irecv(int peer, Lane s, const FrameHeader& expect, void* dst);
+  virtual RequestPtr irecv_reduce(int peer, Lane s, const FrameHeader& expect, void* dst, DType dt,
+                                  ReduceOp op);
   // Drives progress until r completes; throws engine::Error (peer gone, mismatch, abort) or
   // engine::TimeoutError naming who stopped (set_blame), else the peer waited for.
-  void wait(const RequestPtr& r, Deadline deadline);
-  bool test(const RequestPtr& r);
+  virtual void wait(const RequestPtr& r, Deadline deadline);
+  virtual bool test(const RequestPtr& r);
 
   // Breaks the transport: best-effort Abort frames with the reason, then every channel closed.
-  void abort(const std::string& reason) noexcept;
-  bool broken() const;
+  virtual void abort(const std::string& reason) noexcept;
+  virtual bool broken() const;
 
  private:
   struct PeerLane {  // one (peer, lane)

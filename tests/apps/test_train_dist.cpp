@@ -47,6 +47,26 @@ INSTANTIATE_TEST_SUITE_P(Train, TwoRanksLikeOne,
                            return s;
                          });
 
+// Four ranks on two "hosts" (ENGINE_COMM_HOST_ID from LOCAL_RANK: shared memory inside each,
+// TCP between) take the two-level all_reduce and end where one process ends.
+TEST_F(TrainTest, FourRanksOnTwoHostsTrainLikeOne) {
+  const std::string args =
+      " --model linear --dropout 0 --sharding sampler --shuffle off "
+      "--batch-size 128 --steps 20 --epochs 5 --data-dir " +
+      data_;
+  RunResult one = run(kTrain + args + " --threads 2 --save " + path("one.safetensors"));
+  ASSERT_EQ(one.code, 0) << one.output;
+  RunResult four =
+      run(kLaunchBin + " --nproc-per-node 4 --master-port " + std::to_string(port()) +
+          " -- sh -c 'ENGINE_COMM_HOST_ID=host$((LOCAL_RANK / 2)) exec " + kTrain + args +
+          " --sync allreduce --timeout 60 --save " + path("four.safetensors") + "'");
+  ASSERT_EQ(four.code, 0) << four.output;
+  EXPECT_NE(four.output.find("ring over shm+tcp"), std::string::npos) << four.output;
+  EXPECT_NE(four.output.find("All-reduce in two levels: 2 hosts"), std::string::npos)
+      << four.output;
+  EXPECT_LT(max_rel_diff(path("one.safetensors"), path("four.safetensors")), 2e-4);
+}
+
 TEST_F(TrainTest, ConvnetTrainsOnTwoRanksWithBatchNormBroadcast) {
   RunResult r = run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
                     " -- " + kTrain + " --model convnet --epochs 2 --timeout 60 --data-dir " +

@@ -109,11 +109,34 @@ TEST(AllreduceBench, EveryDtypeOpAndAlgorithmChecksClean) {
     }
 }
 
+// all_to_all at W = 3 (chunks of 0 elements at the smallest size); --two-level on with every
+// forked rank on one host stays flat and says nothing (two hosts: tests/comm/test_groups.cpp).
+TEST(AllreduceBench, AllToAllChecksCleanAndTwoLevelIsAChoice) {
+  if (access(kBench.c_str(), X_OK) != 0) GTEST_SKIP() << kBench << " is not built";
+  BenchRun r = run_bench(
+      "--world-size 3 --collective all_to_all --min-bytes 4 --max-bytes 1M "
+      "--step-factor 16 --iters 3 --warmup 1 --timeout 60",
+      "a2a");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# all_to_all, n = 3, busbw = algbw * (n-1)/n"), std::string::npos) << r.out;
+  ASSERT_EQ(r.json.size(), 5u) << r.out;  // 4 B .. 256 KiB
+  for (const auto& row : r.json) EXPECT_EQ(row.value("wrong", engine::Json()), 0) << row;
+  r = run_bench("--world-size 2 --two-level on --max-bytes 1K --iters 2 --warmup 1", "two_on");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("two levels"), std::string::npos) << r.out;
+}
+
 TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   if (access(kBench.c_str(), X_OK) != 0) GTEST_SKIP() << kBench << " is not built";
-  BenchRun r = run_bench("--world-size 2 --collective all_to_all", "bad");
+  BenchRun r = run_bench("--world-size 2 --collective all_to_some", "bad");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("all_to_all"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all_to_some"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --collective all_to_all --device cuda", "a2a_cuda");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--collective all_to_all runs on host buffers"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --two-level sometimes", "bad_two_level");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("two-level"), std::string::npos) << r.out;
   r = run_bench("--world-size 2 --backend nccl", "nccl_on_cpu");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--backend nccl needs --device cuda"), std::string::npos) << r.out;
