@@ -189,6 +189,17 @@ TEST(TwoLevel, AutoSkipsALoneRankOnOn) {
   check_two_level({0, 0, 1, 1}, TwoLevel::Off, false);
 }
 
+// A named algorithm (--algo ring) keeps the flat one under auto; on still forces two levels.
+TEST(TwoLevel, NamedAlgorithmKeepsItFlat) {
+  auto comms = make_mem_communicators(4, CommOptions{});
+  for (auto& c : comms) c->set_hosts({0, 0, 1, 1});
+  EXPECT_TRUE(comms[0]->uses_two_level());
+  comms[0]->set_algo(Algo::Ring);
+  EXPECT_FALSE(comms[0]->uses_two_level());
+  comms[0]->set_two_level(TwoLevel::On);
+  EXPECT_TRUE(comms[0]->uses_two_level());
+}
+
 // Processes that meet through the TCP store; ENGINE_COMM_HOST_ID makes two "hosts" of two ranks
 // (shared memory inside each, TCP between): split groups and the two-level all_reduce.
 TEST(GroupsProcesses, SplitAndTwoLevelAcrossProcesses) {
