@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "apps/train/agreement.h"
 #include "apps/train/cuda_collectives.h"
 #include "comm/backends/mpi/mpi_world.h"
 #include "comm/rendezvous/rendezvous.h"
@@ -141,6 +142,8 @@ void Trainer::connect() {
       (c_.device == "cpu" || (c_.device == "auto" && cuda_device_count() == 0)))
     kernels::cpu::require_avx512_bf16("--precision bf16");  // at once, before any rendezvous
   comm_ = connect_rank(c_);
+  // Before any other collective: every rank runs the same settings, or none starts.
+  if (comm_) agree(*comm_, config_settings(c_));
   ENGINE_CHECK(c_.mode == "ddp" || !comm_,
                "--mode dp is one process driving several devices; this one is rank ",
                comm_ ? comm_->rank() : 0, " of ", comm_ ? comm_->size() : 1,
@@ -157,6 +160,7 @@ void Trainer::connect() {
 
 void Trainer::build() {
   mnist_ = data::load_mnist(c_.data_dir);
+  if (comm_) agree(*comm_, data_settings(mnist_));  // the same data, wherever each rank reads it
   ENGINE_CHECK(c_.batch_size >= world_, "--batch-size ", c_.batch_size,
                " is less than the world size ", world_, ": every rank needs an image per step");
   batch_ = c_.batch_size / world_;  // the tutorial's bsz = int(128 / float(size))
