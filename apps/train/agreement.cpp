@@ -87,9 +87,9 @@ std::string shown(const std::string& v) {
 }  // namespace
 
 const std::vector<std::string>& rank_local_flags() {
-  static const std::vector<std::string> kLocal = {"threads",     "metrics",    "trace",   "plot",
-                                                  "profile",     "save",       "rank",    "timeout",
-                                                  "init-method", "world-size", "data-dir"};
+  static const std::vector<std::string> kLocal = {"threads",    "metrics", "plot",    "profile",
+                                                  "save",       "rank",    "timeout", "init-method",
+                                                  "world-size", "data-dir"};
   return kLocal;
 }
 

@@ -138,12 +138,14 @@ void Trainer::run() {
 }
 
 void Trainer::connect() {
-  if (c_.precision == "bf16" &&
-      (c_.device == "cpu" || (c_.device == "auto" && cuda_device_count() == 0)))
-    kernels::cpu::require_avx512_bf16("--precision bf16");  // at once, before any rendezvous
   comm_ = connect_rank(c_);
   // Before any other collective: every rank runs the same settings, or none starts.
   if (comm_) agree(*comm_, config_settings(c_));
+  // At once, before the data loads (after agreeing, so that ranks started with different
+  // --precision say so rather than one rank's missing CPU feature).
+  if (c_.precision == "bf16" &&
+      (c_.device == "cpu" || (c_.device == "auto" && cuda_device_count() == 0)))
+    kernels::cpu::require_avx512_bf16("--precision bf16");
   ENGINE_CHECK(c_.mode == "ddp" || !comm_,
                "--mode dp is one process driving several devices; this one is rank ",
                comm_ ? comm_->rank() : 0, " of ", comm_ ? comm_->size() : 1,
