@@ -16,7 +16,7 @@ __global__ void flag_kernel(const float* x, int64_t count, float* flag) {
 }
 
 __global__ void seed_kernel(const float* loss, float* seed) {
-  seed[0] = finite_seed(loss[0]);
+  seed[0] = ::engine::kernels::finite_seed(loss[0]);  // not cuda::finite_seed below
 }
 
 }  // namespace
