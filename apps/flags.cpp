@@ -2,6 +2,7 @@
 #include "apps/flags.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,38 +12,47 @@
 namespace engine::apps {
 
 void Flags::add(const std::string& name, std::string* target, const std::string& help) {
-  declare(name, help, *target, [target](const std::string& v) { *target = v; });
+  declare(
+      name, help, *target, [target](const std::string& v) { *target = v; },
+      [target] { return *target; });
 }
 
 void Flags::add(const std::string& name, int64_t* target, const std::string& help) {
-  declare(name, help, std::to_string(*target),
-          [target, name](const std::string& v) { *target = parse_int(name, v); });
+  declare(
+      name, help, std::to_string(*target),
+      [target, name](const std::string& v) { *target = parse_int(name, v); },
+      [target] { return std::to_string(*target); });
 }
 
 void Flags::add(const std::string& name, double* target, const std::string& help) {
   std::ostringstream d;
   d << *target;
-  declare(name, help, d.str(),
-          [target, name](const std::string& v) { *target = parse_double(name, v); });
+  declare(
+      name, help, d.str(),
+      [target, name](const std::string& v) { *target = parse_double(name, v); },
+      [target] { return format_double(*target); });
 }
 
 void Flags::add_choice(const std::string& name, std::string* target,
                        const std::vector<std::string>& choices, const std::string& help) {
   std::string all;
   for (auto& c : choices) all += (all.empty() ? "" : "|") + c;
-  declare(name, help + " (" + all + ")", *target, [=](const std::string& v) {
-    for (auto& c : choices)
-      if (v == c) {
-        *target = v;
-        return;
-      }
-    throw UsageError(detail::concat("--", name, ": '", v, "' is not one of ", all));
-  });
+  declare(
+      name, help + " (" + all + ")", *target,
+      [=](const std::string& v) {
+        for (auto& c : choices)
+          if (v == c) {
+            *target = v;
+            return;
+          }
+        throw UsageError(detail::concat("--", name, ": '", v, "' is not one of ", all));
+      },
+      [target] { return *target; });
 }
 
 void Flags::add_switch(const std::string& name, bool* target, const std::string& help) {
   switches_[name] = target;
-  help_.push_back({name, help, ""});
+  help_.push_back({name, help, "", false, [target] { return *target ? "given" : "not given"; }});
 }
 
 void Flags::require(const std::string& name) {
@@ -154,9 +164,21 @@ void check_range(const std::string& flag, int64_t v, int64_t lo, int64_t hi) {
 }
 
 void Flags::declare(const std::string& name, const std::string& help, const std::string& def,
-                    std::function<void(const std::string&)> set) {
+                    std::function<void(const std::string&)> set, std::function<std::string()> get) {
   setters_[name] = std::move(set);
-  help_.push_back({name, help, def});
+  help_.push_back({name, help, def, false, std::move(get)});
+}
+
+std::vector<Flags::Value> Flags::values() const {
+  std::vector<Value> out;
+  for (const Help& h : help_) out.push_back({h.name, h.get()});
+  return out;
+}
+
+std::string Flags::format_double(double x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
 }
 
 std::vector<std::string> split_commas(const std::string& text) {

@@ -54,6 +54,13 @@ class Flags {
   bool parse(int argc, char** argv);
 
   bool given(const std::string& name) const;
+  // Every declared flag, in declaration order, with its value now as text: a string or choice as
+  // given (or its default), an integer in decimal, a number in the shortest form that reads back
+  // to the same double (0.01, 1e-05), a switch "given" or "not given". Call it after parse().
+  struct Value {
+    std::string name, value;  // name without "--"
+  };
+  std::vector<Value> values() const;
   const std::vector<std::string>& rest() const { return rest_; }
   const std::vector<std::string>& passed_through() const { return passed_; }
   void print_help() const;
@@ -62,14 +69,17 @@ class Flags {
   // int64 or is not finite (inf, nan, 1e999) is refused, never clamped.
   static int64_t parse_int(const std::string& name, const std::string& v);
   static double parse_double(const std::string& name, const std::string& v);
+  // The shortest text that parses back to exactly x ("0.01", "0.5", "1e-05").
+  static std::string format_double(double x);
 
  private:
   struct Help {
     std::string name, help, def;
     bool required = false;
+    std::function<std::string()> get;  // the value now, as values() gives it
   };
   void declare(const std::string& name, const std::string& help, const std::string& def,
-               std::function<void(const std::string&)> set);
+               std::function<void(const std::string&)> set, std::function<std::string()> get);
   bool passes_through(const std::string& arg) const;
   // One "--name[=value]" at argv[*i]; consumes the value from argv[*i + 1] if it needs one.
   void parse_flag(const std::string& arg, int argc, char** argv, int* i);

@@ -59,6 +59,8 @@ MnistSplit load_mnist_split(const std::string& folder, const std::string& prefix
   ENGINE_CHECK(labels.dims.size() == 1, s.labels_path,
                ": expected 1 dim (N) for labels, header has ", labels.dims.size(), " (",
                dims_to_string(labels.dims), ")");
+  ENGINE_CHECK(images.dims[1] > 0 && images.dims[2] > 0, s.images_path, ": ", images.dims[1], " x ",
+               images.dims[2], " images: an image needs at least one pixel");
   ENGINE_CHECK(images.dims[0] == labels.dims[0], "count mismatch: ", s.images_path, " has ",
                images.dims[0], " images but ", s.labels_path, " has ", labels.dims[0], " labels");
   for (size_t i = 0; i < labels.data.size(); ++i) {

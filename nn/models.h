@@ -1,6 +1,7 @@
 // nn/models.h: the tutorials' models, exactly, with PyTorch's state_dict names.
 //   simplecnn (seed 000), convnet (seed 002), net (seed 004), linear (784 -> 10).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,10 @@ namespace engine::nn {
 struct ModelOptions {
   std::optional<float> dropout;  // overrides every dropout probability when set
 };
+
+// What every model here takes and gives: one-channel images of kModelRows x kModelCols pixels,
+// scores for kModelClasses classes.
+constexpr int64_t kModelRows = 28, kModelCols = 28, kModelClasses = 10;
 
 // A model maps images (N, 1, 28, 28) to scores (N, 10) and knows its training loss.
 class Model : public Module {

@@ -21,6 +21,11 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
                "bf16: convolutions and linear layers multiply bf16 operands with fp32 sums, as "
                "PyTorch's autocast; weights, optimizer, BatchNorm, softmax and loss stay fp32 "
                "(CPU: needs AVX512_BF16)");
+  f.add_choice("nonfinite", &c.nonfinite, {"stop", "skip", "off"},
+               "a loss or gradient that is inf or NaN: stop (every rank exits 1 naming the step "
+               "and the parameter), skip (the optimizer step is skipped on every rank and "
+               "counted), off (no check); stop and skip also refuse non-finite weights loaded or "
+               "about to be saved");
   f.add("seed", &c.seed, "seed of initialisation, sharding, shuffling and dropout");
   f.add("threads", &c.threads,
         "CPU threads for kernels (0: $ENGINE_THREADS, else $OMP_NUM_THREADS, else usable cores / "

@@ -25,6 +25,8 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;
   // Evaluate the weights of --init-from or --resume on the test split and stop: no training.
   bool eval_only = false;
+  // stop | skip | off: what a non-finite loss, gradient or weight does (apps/train/nonfinite.h).
+  std::string nonfinite = "stop";
   std::string precision = "fp32";  // fp32 | bf16: conv2d and linear in bf16 (nn/precision.h)
   std::string device = "auto";     // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
   // ddp: one process per rank (DistributedDataParallel); dp: this one process drives every device

@@ -97,17 +97,20 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     data::DeviceBatch cur = uploader.take(staged);
     staged = stage_next();
     trace::Scope step_scope("step", "step");
-    Tensor loss = step(cur);
+    bool took = true;
+    Tensor loss = step(cur, &took);
     uploader.done(cur.slot);
     const double l = loss.item();
+    if (guard_) guard_->check_pending(l);  // a GPU's scan, read with the loss
+    if (!took) ++t.skipped;
     if (!c_.plot.empty()) step_loss_.push_back(l);
     t.loss_sum += l;
     ++t.batches;
     t.images += cur.size * world_;
     progress_.update(t.next, l, cur.size * world_);
     // --checkpoint-every K; the epoch's last step and the run's are checkpointed by end_epoch.
-    if (c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 && t.next + 1 < t.total &&
-        !steps_done())
+    if (took && c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 &&
+        t.next + 1 < t.total && !steps_done())
       save_checkpoint(epoch, t.next + 1, t.loss_sum);
   }
   t.train_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -118,7 +121,8 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
 // One training step on this rank's batch (docs/design.md, "One training step"):
 //   batch -> model.forward -> loss -> backward: each parameter's grad ready -> hook -> its bucket
 //   full -> comm thread: allreduce (avg) -> wait for all buckets -> optimizer.step
-Tensor Trainer::step(const data::DeviceBatch& b) {
+Tensor Trainer::step(const data::DeviceBatch& b, bool* took) {
+  *took = true;
   opt_->zero_grad();
   broadcast_buffers();
   Tensor loss;
@@ -133,10 +137,18 @@ Tensor Trainer::step(const data::DeviceBatch& b) {
   if (sync_) sync_->begin();
   {
     trace::Scope ts("backward", "backward");
-    loss.backward();
+    if (guard_)
+      loss.backward(guard_->seed(loss));  // a non-finite loss makes every gradient NaN
+    else
+      loss.backward();
   }
   if (sync_) sync_->finish();        // every bucket reduced
   if (dp_) dp_->reduce_gradients();  // --mode dp: the replicas' gradients into the module's
+  if (guard_) {
+    trace::Scope ts("nonfinite check", "optimizer");
+    *took = guard_->allow_step(pos_.step + 1, loss);
+  }
+  if (!*took) return loss;  // --nonfinite skip: on every rank alike
   {
     trace::Scope ts("optimizer", "optimizer");
     opt_->step();
@@ -182,6 +194,7 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.images_per_s = t.train_s > 0 ? static_cast<double>(t.images) / t.train_s : 0;
   r.train_flop_per_image = flop_per_image_;
   r.precision = c_.precision;
+  r.skipped_steps = t.skipped;
   trace::Scope ts("evaluate", "eval");
   evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
   return r;
@@ -200,6 +213,8 @@ std::vector<double> Trainer::gather_loss_sums(double mine) {
 // also every rank's loss sum so far.
 void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss_sum) {
   if (c_.checkpoint.empty()) return;
+  refuse_nonfinite(model_->state_dict(), "--checkpoint " + c_.checkpoint + " at step " +
+                                             std::to_string(pos_.step) + ": not written");
   std::vector<double> sums;
   if (batch_in_epoch > 0) sums = gather_loss_sums(loss_sum);
   if (rank_ != 0) return;

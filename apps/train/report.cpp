@@ -70,7 +70,11 @@ void Progress::finish() {
 }
 
 void print_epoch(int rank, const EpochResult& r) {
-  std::printf("Rank %d, epoch %lld: %.6f\n", rank, static_cast<long long>(r.epoch), r.train_loss);
+  std::printf("Rank %d, epoch %lld: %.6f", rank, static_cast<long long>(r.epoch), r.train_loss);
+  if (r.skipped_steps > 0)  // --nonfinite skip; the line is the tutorial's otherwise
+    std::printf(" (%lld steps skipped: non-finite gradients)",
+                static_cast<long long>(r.skipped_steps));
+  std::printf("\n");
   print_test_line(r);
 }
 
@@ -95,7 +99,7 @@ void MetricsWriter::write(const EpochResult& r) {
                   {"train_loss", r.train_loss}, {"test_loss", r.test_loss},
                   {"test_acc", r.test_acc},     {"images_per_s", r.images_per_s},
                   {"wall_s", r.wall_s},         {"train_flop_per_image", r.train_flop_per_image},
-                  {"precision", r.precision}};
+                  {"precision", r.precision},   {"skipped_steps", r.skipped_steps}};
   std::string line = dump_json(j) + "\n";
   ENGINE_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0,
                path_, ": write failed: ", std::strerror(errno));

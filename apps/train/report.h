@@ -15,6 +15,7 @@ struct EpochResult {
   double images_per_s = 0, wall_s = 0;
   double train_flop_per_image = 0;  // forward + backward work per image (nn::FlopCount)
   std::string precision = "fp32";   // --precision
+  int64_t skipped_steps = 0;        // --nonfinite skip: steps of the epoch not taken
 };
 
 // Progress within an epoch: a carriage-return bar that fits the terminal's width on a terminal,

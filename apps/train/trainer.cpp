@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "apps/train/agreement.h"
 #include "apps/train/cuda_collectives.h"
 #include "comm/backends/mpi/mpi_world.h"
 #include "comm/rendezvous/rendezvous.h"
@@ -28,6 +29,9 @@
 
 namespace engine::apps {
 namespace {
+
+// The data's label check (data/mnist.h, labels 0 .. 9) is the models' classes.
+static_assert(data::kMnistClasses == nn::kModelClasses);
 
 using Clock = std::chrono::steady_clock;
 
@@ -129,6 +133,8 @@ void Trainer::run() {
   resume();
   if (c_.eval_only) return evaluate_only();
   distribute();
+  if (c_.nonfinite != "off")
+    guard_ = std::make_unique<NonfiniteGuard>(c_.nonfinite, opt_->params(), device_, rank_);
   if (rank_ == 0 && !c_.metrics.empty())
     metrics_ = std::make_unique<MetricsWriter>(c_.metrics, !resumed_from_.empty());
   if (!c_.trace.empty() || c_.profile) trace::enable(rank_);
@@ -139,10 +145,14 @@ void Trainer::run() {
 }
 
 void Trainer::connect() {
+  comm_ = connect_rank(c_);
+  // Before any other collective: every rank runs the same settings, or none starts.
+  if (comm_) agree(*comm_, config_settings(c_));
+  // At once, before the data loads (after agreeing, so that ranks started with different
+  // --precision say so rather than one rank's missing CPU feature).
   if (c_.precision == "bf16" &&
       (c_.device == "cpu" || (c_.device == "auto" && cuda_device_count() == 0)))
-    kernels::cpu::require_avx512_bf16("--precision bf16");  // at once, before any rendezvous
-  comm_ = connect_rank(c_);
+    kernels::cpu::require_avx512_bf16("--precision bf16");
   ENGINE_CHECK(c_.mode == "ddp" || !comm_,
                "--mode dp is one process driving several devices; this one is rank ",
                comm_ ? comm_->rank() : 0, " of ", comm_ ? comm_->size() : 1,
@@ -159,6 +169,11 @@ void Trainer::connect() {
 
 void Trainer::build() {
   mnist_ = data::load_mnist(c_.data_dir);
+  if (comm_) agree(*comm_, data_settings(mnist_));  // the same data, wherever each rank reads it
+  for (const data::MnistSplit* s : {&mnist_.train, &mnist_.test})
+    ENGINE_CHECK(s->rows == nn::kModelRows && s->cols == nn::kModelCols, s->images_path, ": ",
+                 s->rows, " x ", s->cols, " images; ", c_.model, " needs ", nn::kModelRows, " x ",
+                 nn::kModelCols);
   ENGINE_CHECK(c_.batch_size >= world_, "--batch-size ", c_.batch_size,
                " is less than the world size ", world_, ": every rank needs an image per step");
   batch_ = c_.batch_size / world_;  // the tutorial's bsz = int(128 / float(size))
@@ -197,7 +212,10 @@ void Trainer::build() {
         "convolutions and linear layers under 16 outputs or 8192 weights stay fp32); weights, "
         "optimizer, BatchNorm, softmax and loss in fp32\n");
   model_->to(device_);
-  if (!c_.init_from.empty()) nn::load_state_dict(c_.init_from, *model_);
+  if (!c_.init_from.empty()) {
+    nn::load_state_dict(c_.init_from, *model_);
+    refuse_nonfinite(model_->state_dict(), "--init-from " + c_.init_from);
+  }
   opt_ = make_optimizer(c_, *model_);
 }
 
@@ -219,6 +237,8 @@ void Trainer::resume() {
   resumed_from_ = resume_path();
   if (resumed_from_.empty()) return;
   start_ = nn::load_training_checkpoint(resumed_from_, *model_, *opt_);
+  refuse_nonfinite(model_->state_dict(), "--resume " + resumed_from_);
+  refuse_nonfinite(opt_->state(), "--resume " + resumed_from_ + " (optimizer state)");
   nn::ResumeRun run;
   run.model = c_.model;
   run.seed = c_.seed;
@@ -283,7 +303,18 @@ void Trainer::print_profile() {
   std::printf("%s", nn::profile_table(trace::to_json(), peak, threads_).c_str());
 }
 
+void Trainer::refuse_nonfinite(const nn::NamedTensors& ts, const std::string& what) const {
+  if (c_.nonfinite == "off") return;
+  const std::string bad = first_nonfinite(ts);
+  ENGINE_CHECK(bad.empty(), what, ": tensor '", bad, "' holds inf or NaN (refused by --nonfinite ",
+               c_.nonfinite, ")");
+}
+
 void Trainer::finish() {
+  // Every rank checks (the weights are equal everywhere), so that every rank stops alike.
+  if (!c_.save.empty())
+    refuse_nonfinite(model_->state_dict(), "--save " + c_.save + " after step " +
+                                               std::to_string(pos_.step) + ": not written");
   if (rank_ == 0 && !c_.save.empty()) nn::save_state_dict(c_.save, *model_);
   if (c_.profile && rank_ == 0) print_profile();
   if (!c_.trace.empty()) write_trace(c_.trace, comm_.get());

@@ -1,7 +1,8 @@
 // apps/train/trainer.h: one rank's training run, from a TrainConfig to trained weights.
 //
 // A Trainer goes through named phases, in this order (run() calls them):
-//   connect        the communicator of this rank (none when the job is one process), threads
+//   connect        the communicator of this rank (none when the job is one process), the ranks
+//                  agreeing on their settings (agreement.h), threads
 //   build          the dataset, the model on its device, the optimizer (and --init-from)
 //   resume         --resume: weights, optimizer state, position and dropout streams
 //   distribute     --mode dp: DataParallel over --dp-devices; ddp: CUDA collectives, rank 0's
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "apps/train/config.h"
+#include "apps/train/nonfinite.h"
 #include "apps/train/report.h"
 #include "comm/communicator.h"
 #include "comm/grad_sync.h"
@@ -58,6 +60,7 @@ class Trainer {
     int64_t next = 0;     // the batch the epoch would go on with
     int64_t total = 0;    // batches in the epoch
     double train_s = 0;   // seconds spent in the batches
+    int64_t skipped = 0;  // steps --nonfinite skip skipped
   };
 
   void connect();
@@ -65,7 +68,8 @@ class Trainer {
   void resume();
   void distribute();
   EpochTally run_epoch(int64_t epoch);
-  Tensor step(const data::DeviceBatch& b);
+  // Returns the loss; *took: whether the optimizer stepped (--nonfinite skip may skip it).
+  Tensor step(const data::DeviceBatch& b, bool* took);
   void end_epoch(int64_t epoch, const EpochTally& t);
   void finish();
   void print_profile();
@@ -79,6 +83,9 @@ class Trainer {
   // --eval-only: the test split on the loaded weights, the test line, nothing trained.
   void evaluate_only();
   bool steps_done() const { return c_.steps > 0 && pos_.step >= c_.steps; }
+  // --nonfinite stop|skip: throws naming the first tensor of ts holding inf or NaN (what:
+  // "--init-from FILE", "the checkpoint to write at step 12").
+  void refuse_nonfinite(const nn::NamedTensors& ts, const std::string& what) const;
 
   const TrainConfig c_;
   std::unique_ptr<comm::Communicator> comm_;
@@ -95,7 +102,8 @@ class Trainer {
   std::unique_ptr<nn::Optimizer> opt_;
   std::unique_ptr<nn::DataParallel> dp_;
   std::unique_ptr<comm::GradSync> sync_;
-  nn::NamedTensors buffers_;  // broadcast from rank 0 before every step
+  std::unique_ptr<NonfiniteGuard> guard_;  // --nonfinite stop|skip; none with off
+  nn::NamedTensors buffers_;               // broadcast from rank 0 before every step
   std::string resumed_from_;  // the checkpoint this run resumed from; "" when it started fresh
   nn::TrainPosition start_;   // where this run began (--resume; zero otherwise)
   nn::TrainPosition pos_;     // where it is now: pos_.step counts optimizer steps

@@ -147,6 +147,10 @@ ENGINE_CUDA_OP(void reduce_into(int device, int64_t* dst, const int64_t* src, in
                                 ReduceOp op))
 ENGINE_CUDA_OP(void scale(int device, float* dst, int64_t count, float s))
 
+// ---- non-finite numbers (kernels/cpu/finite.h): flag[0] = 1 if any x is inf or NaN ----
+ENGINE_CUDA_OP(void flag_nonfinite(int device, const float* x, int64_t count, float* flag))
+ENGINE_CUDA_OP(void finite_seed(int device, const float* loss, float* seed))
+
 #undef ENGINE_CUDA_OP
 
 }  // namespace engine::kernels::cuda

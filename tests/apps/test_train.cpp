@@ -139,7 +139,7 @@ TEST_F(TrainTest, LossFallsAndMetricsAreWritten) {
   for (const auto& [k, v] : rows[0].items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"epoch", "step", "train_loss", "test_loss", "test_acc",
                                             "images_per_s", "wall_s", "train_flop_per_image",
-                                            "precision"}));
+                                            "precision", "skipped_steps"}));
   // linear 784 -> 10: forward 2 x 7840 FLOP, its input needs no gradient: weight gradient only.
   EXPECT_EQ(rows[0].at("train_flop_per_image").get<double>(), 2 * 2 * 7840.0);
   EXPECT_EQ(rows[2].at("step").get<int64_t>(), 12);  // 512 / 128 = 4 steps per epoch

@@ -18,6 +18,7 @@
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/dropout.h"
+#include "kernels/cpu/finite.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/optim.h"
 #include "kernels/cpu/pool.h"
@@ -409,6 +410,31 @@ TEST_F(CudaKernels, EmptyBatchWeightGradientsAreZerosNotNaN) {
   Tensor half = up(std::vector<float>(cs.w_count(), 2.f));
   kg::conv2d_backward_weight(kDev, p(x), p(dy), p(half), nullptr, cs, 0.5f);
   EXPECT_EQ(half.to_vector(), std::vector<float>(cs.w_count(), 1.f));
+}
+
+// The non-finite scan flags what the CPU's flags, in one block's range or across many blocks, and
+// the backward's seed is 1 or NaN as on the CPU.
+TEST_F(CudaKernels, NonfiniteScanAndSeedMatchCpu) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (const int64_t n : {int64_t{1}, int64_t{300}, int64_t{1} << 20})
+    for (const float bad : {0.f, inf, -inf, nan})
+      for (const int64_t at : {int64_t{0}, n - 1}) {
+        std::vector<float> x(n, 0.25f);
+        x[at] = bad;
+        float want = 0.f;
+        kc::flag_nonfinite(x.data(), n, &want);
+        Tensor gx = up(x), flag = Tensor::zeros({1}, DType::F32, dev());
+        kg::flag_nonfinite(kDev, p(gx), n, p(flag));
+        EXPECT_EQ(flag.to_vector()[0], want) << "n " << n << " at " << at << " value " << bad;
+      }
+  for (const float loss : {2.5f, inf, nan}) {
+    float want = 0.f;
+    kc::finite_seed(&loss, &want);
+    Tensor gl = up({loss}), seed = dempty(1);
+    kg::finite_seed(kDev, p(gl), p(seed));
+    const float got = seed.to_vector()[0];
+    EXPECT_TRUE(got == want || (std::isnan(got) && std::isnan(want))) << loss;
+  }
 }
 
 }  // namespace
