@@ -84,8 +84,9 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     t.loss_sum = start_.epoch_loss_sums[rank_];  // the epoch line stays the whole epoch's mean
     t.batches = first;
   }
-  progress_.start_epoch(epoch, first,
-                        nn::progress_end(t.total, first, c_.steps > 0 ? c_.steps - pos_.step : -1));
+  progress_.start_epoch(
+      epoch, first,
+      nn::progress_end(t.total, first, c_.steps > 0 ? (c_.steps - pos_.step) * c_.accumulate : -1));
   const auto start = Clock::now();
   // The next batch is staged (on a GPU: uploading on the copy stream) before this one computes.
   auto stage_next = [&]() -> int {
@@ -97,17 +98,22 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     data::DeviceBatch cur = uploader.take(staged);
     staged = stage_next();
     trace::Scope step_scope("step", "step");
-    Tensor loss = step(cur);
+    const MicroBatch m = micro_batch(t.next, t.total, c_.accumulate);
+    Tensor loss = step(cur, m);
     uploader.done(cur.slot);
     const double l = loss.item();
     if (!c_.plot.empty()) step_loss_.push_back(l);
     t.loss_sum += l;
     ++t.batches;
     t.images += cur.size * world_;
+    if (m.last) {
+      ++t.steps;
+      t.comm_bytes += sync_bytes();
+    }
     progress_.update(t.next, l, cur.size * world_);
     // --checkpoint-every K; the epoch's last step and the run's are checkpointed by end_epoch.
-    if (c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 && t.next + 1 < t.total &&
-        !steps_done())
+    if (m.last && c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 &&
+        t.next + 1 < t.total && !steps_done())
       save_checkpoint(epoch, t.next + 1, t.loss_sum);
   }
   t.train_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -118,9 +124,13 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
 // One training step on this rank's batch (docs/design.md, "One training step"):
 //   batch -> model.forward -> loss -> backward: each parameter's grad ready -> hook -> its bucket
 //   full -> comm thread: allreduce (avg) -> wait for all buckets -> optimizer.step
-Tensor Trainer::step(const data::DeviceBatch& b) {
-  opt_->zero_grad();
-  broadcast_buffers();
+// Under --accumulate K the group's first K-1 batches stop after backward (their gradients add up,
+// no collective, as DDP's no_sync()); the last synchronises the sum and steps.
+Tensor Trainer::step(const data::DeviceBatch& b, const MicroBatch& m) {
+  if (m.first) {
+    opt_->zero_grad();
+    broadcast_buffers();
+  }
   Tensor loss;
   {
     trace::Scope ts("forward", "forward");
@@ -130,14 +140,21 @@ Tensor Trainer::step(const data::DeviceBatch& b) {
     loss = model_->loss(scores, b.labels.to(scores.device()));
     if (count) flop_per_image_ = static_cast<double>(count->total()) / b.images.size(0);
   }
-  if (sync_) sync_->begin();
+  if (sync_ && m.last) sync_->begin();
   {
     trace::Scope ts("backward", "backward");
-    loss.backward();
+    if (m.scale == 1.0f)
+      loss.backward();
+    else  // d(scale * loss) = scale * d(loss): the seed carries the factor
+      loss.backward(Tensor::full(loss.shape(), m.scale, loss.device()));
   }
-  if (sync_) sync_->finish();        // every bucket reduced
   if (dp_) dp_->reduce_gradients();  // --mode dp: the replicas' gradients into the module's
-  {
+  if (!m.last) return loss;
+  if (zero_) {
+    zero_->step();  // reduce_scatter, the shard's step, all_gather
+  } else {
+    if (sync_) sync_->finish();  // every bucket reduced
+    if (powersgd_) powersgd_->reduce(pos_.step);
     trace::Scope ts("optimizer", "optimizer");
     opt_->step();
   }
@@ -145,9 +162,18 @@ Tensor Trainer::step(const data::DeviceBatch& b) {
   return loss;
 }
 
+int64_t Trainer::sync_bytes() const {
+  if (!comm_) return 0;
+  if (zero_) return zero_->bytes_per_step();
+  if (powersgd_) return powersgd_->bytes_per_step(pos_.step - 1);  // the step just taken
+  int64_t count = 0;
+  for (const auto& [name, p] : model_->named_parameters()) count += p.numel();
+  return 2 * (world_ - 1) * count * 4 / world_;
+}
+
 // As DDP (broadcast_buffers=True): rank 0's BatchNorm statistics go to every rank.
 void Trainer::broadcast_buffers() {
-  if (!comm_ || buffers_.empty()) return;
+  if (!comm_ || buffers_.empty() || c_.sync_bn) return;  // --sync-bn: equal everywhere
   trace::Scope ts("broadcast buffers", "comm");
   comm::broadcast_tensors(*comm_, buffers_, 0);
 }
@@ -182,6 +208,9 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.images_per_s = t.train_s > 0 ? static_cast<double>(t.images) / t.train_s : 0;
   r.train_flop_per_image = flop_per_image_;
   r.precision = c_.precision;
+  r.comm_bytes_per_step = t.steps ? static_cast<double>(t.comm_bytes) / t.steps : 0;
+  r.optimizer_state_bytes =
+      static_cast<int64_t>(zero_ ? zero_->state_bytes() : state_nbytes(opt_->state()));
   trace::Scope ts("evaluate", "eval");
   evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
   return r;
@@ -202,6 +231,9 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
   if (c_.checkpoint.empty()) return;
   std::vector<double> sums;
   if (batch_in_epoch > 0) sums = gather_loss_sums(loss_sum);
+  nn::NamedTensors zero_state;  // --zero 1: every rank's shards, at rank 0
+  pos_.comm_state = powersgd_ ? powersgd_->gather_state() : nn::NamedTensors{};
+  if (zero_) zero_state = zero_->gather_state();
   if (rank_ != 0) return;
   pos_.epoch_loss_sums = std::move(sums);
   pos_.epoch = epoch;
@@ -212,7 +244,10 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
   pos_.model = c_.model;
   // The other replicas' dropout streams, for a bit-exact resume of --mode dp.
   pos_.replica_dropout_offsets = dp_ ? dp_->replica_dropout_offsets() : std::vector<uint64_t>{};
-  nn::save_training_checkpoint(c_.checkpoint, *model_, *opt_, pos_);
+  if (!zero_) return nn::save_training_checkpoint(c_.checkpoint, *model_, *opt_, pos_);
+  std::unique_ptr<nn::Optimizer> full = make_optimizer(c_, model_->named_parameters());
+  full->load_state(zero_state, zero_->steps());  // the file an unsharded run would write
+  nn::save_training_checkpoint(c_.checkpoint, *model_, *full, pos_);
 }
 
 void Trainer::evaluate_only() {
