@@ -22,33 +22,48 @@ ReduceOp reduce_op_from_name(const std::string& s) {
 }
 
 void check_reduce_supported(DType dt, ReduceOp op) {
-  ENGINE_CHECK(op != ReduceOp::Avg || dt == DType::F32,
+  ENGINE_CHECK(op != ReduceOp::Avg || dtype_is_floating(dt),
                "reduce op AVG needs a floating dtype, got ", dtype_name(dt));
-  ENGINE_CHECK(dt != DType::U8, "reduce op ", reduce_op_name(op),
-               " on U8: only F32 and I64 reduce");
 }
 
 // The element loops are kernels/'s (one owner: the same code the kernel benchmark times).
 void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op) {
+  namespace k = kernels::cpu;
   const auto n = static_cast<int64_t>(count);
   switch (dt) {
     case DType::F32:
-      return kernels::cpu::reduce_into(static_cast<float*>(dst), static_cast<const float*>(src), n,
-                                       op);
+      return k::reduce_into(static_cast<float*>(dst), static_cast<const float*>(src), n, op);
     case DType::I64:
-      return kernels::cpu::reduce_into(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src),
-                                       n, op);
-    case DType::U8:
+      return k::reduce_into(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, op);
     case DType::I32:
-      ENGINE_FAIL("reductions of ", dtype_name(dt), " buffers are not supported (F32 and I64 are)");
+      return k::reduce_into(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, op);
+    case DType::U8:
+      return k::reduce_into(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n, op);
+    case DType::BF16:
+      return k::reduce_into_bf16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n,
+                                 op);
+    case DType::F16:
+      return k::reduce_into_f16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n,
+                                op);
   }
 }
 
 void divide_by(void* dst, size_t count, DType dt, int divisor) {
-  ENGINE_CHECK(dt == DType::F32, "divide_by needs F32, got ", dtype_name(dt));
-  auto* d = static_cast<float*>(dst);
   const float w = static_cast<float>(divisor);
-  for (size_t i = 0; i < count; ++i) d[i] /= w;
+  const auto n = static_cast<int64_t>(count);
+  switch (dt) {
+    case DType::F32: {
+      auto* d = static_cast<float*>(dst);
+      for (size_t i = 0; i < count; ++i) d[i] /= w;
+      return;
+    }
+    case DType::BF16:
+      return kernels::cpu::divide_bf16(static_cast<uint16_t*>(dst), n, w);
+    case DType::F16:
+      return kernels::cpu::divide_f16(static_cast<uint16_t*>(dst), n, w);
+    default:
+      ENGINE_FAIL("divide_by needs a floating dtype, got ", dtype_name(dt));
+  }
 }
 
 }  // namespace engine::comm

@@ -11,7 +11,9 @@
 namespace engine::comm {
 
 // Sum, Avg, Max, Min, Prod and their names ("SUM", ...): kernels/reduce.h's. Avg is Sum followed by
-// a division by the world size (floating dtypes only).
+// a division by the world size (floating dtypes only). Every dtype reduces; BF16 and F16 combine
+// each pair in fp32 and round once (kernels/half.h); uint8 wraps mod 256, int32 and int64 must not
+// overflow.
 using kernels::reduce_op_name;
 using kernels::ReduceOp;
 
@@ -24,7 +26,8 @@ void check_reduce_supported(DType dt, ReduceOp op);
 // dst[i] = dst[i] op src[i] for i < count. Avg combines as Sum here.
 void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op);
 
-// dst[i] /= divisor (the Avg finish); floating dtypes only.
+// dst[i] /= divisor (the Avg finish, in fp32 and rounded once for BF16 and F16); floating dtypes
+// only.
 void divide_by(void* dst, size_t count, DType dt, int divisor);
 
 }  // namespace engine::comm

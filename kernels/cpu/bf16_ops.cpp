@@ -4,13 +4,13 @@
 #include "kernels/cpu/bf16_ops.h"
 
 #include <bit>
-#include <cmath>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/reference_bf16.h"
+#include "kernels/half.h"
 
 namespace engine::kernels::cpu {
 namespace {
@@ -37,10 +37,7 @@ bool linear_on_gemm(const LinearShape& s) {
 }  // namespace
 
 float round_to_bf16(float x) {
-  uint32_t u = std::bit_cast<uint32_t>(x);
-  if (std::isnan(x)) return std::bit_cast<float>((u | 0x00400000u) & 0xFFFF0000u);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return std::bit_cast<float>(u & 0xFFFF0000u);
+  return f32_from_bf16(bf16_from_f32(x));  // kernels/half.h's rounding
 }
 
 void round_to_bf16(const float* src, float* dst, int64_t count) {

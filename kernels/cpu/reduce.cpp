@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/thread_pool.h"
+#include "kernels/half.h"
 
 namespace engine::kernels::cpu {
 namespace {
@@ -13,23 +14,45 @@ void apply(T* __restrict dst, const T* __restrict src, int64_t count, Op op) {
   for (int64_t i = 0; i < count; ++i) dst[i] = op(dst[i], src[i]);
 }
 
-template <class T>
-void reduce_any(T* dst, const T* src, int64_t count, ReduceOp op) {
+// The 16-bit floats: widen both sides, combine in fp32, round once.
+struct Bf16 {
+  static float load(uint16_t h) { return f32_from_bf16(h); }
+  static uint16_t store(float x) { return bf16_from_f32(x); }
+};
+struct F16 {
+  static float load(uint16_t h) { return f32_from_f16(h); }
+  static uint16_t store(float x) { return f16_from_f32(x); }
+};
+
+template <class C, class Op>
+void apply16(uint16_t* __restrict dst, const uint16_t* __restrict src, int64_t count, Op op) {
+  for (int64_t i = 0; i < count; ++i) dst[i] = C::store(op(C::load(dst[i]), C::load(src[i])));
+}
+
+// Calls f(op functor) for op; Avg combines as Sum (the caller divides: comm::divide_by).
+template <class F>
+void with_op(ReduceOp op, F&& f) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg:  // the caller divides (comm::divide_by)
-      apply(dst, src, count, SumOp{});
-      return;
+    case ReduceOp::Avg:
+      return f(SumOp{});
     case ReduceOp::Prod:
-      apply(dst, src, count, ProdOp{});
-      return;
+      return f(ProdOp{});
     case ReduceOp::Max:
-      apply(dst, src, count, MaxOp{});
-      return;
+      return f(MaxOp{});
     case ReduceOp::Min:
-      apply(dst, src, count, MinOp{});
-      return;
+      return f(MinOp{});
   }
+}
+
+template <class T>
+void reduce_any(T* dst, const T* src, int64_t count, ReduceOp op) {
+  with_op(op, [&](auto o) { apply(dst, src, count, o); });
+}
+
+template <class C>
+void divide16(uint16_t* dst, int64_t count, float divisor) {
+  for (int64_t i = 0; i < count; ++i) dst[i] = C::store(C::load(dst[i]) / divisor);
 }
 
 constexpr int64_t kBlock = 4096;
@@ -45,6 +68,24 @@ void reduce_into(double* dst, const double* src, int64_t count, ReduceOp op) {
 }
 void reduce_into(int64_t* dst, const int64_t* src, int64_t count, ReduceOp op) {
   reduce_any(dst, src, count, op);
+}
+void reduce_into(int32_t* dst, const int32_t* src, int64_t count, ReduceOp op) {
+  reduce_any(dst, src, count, op);
+}
+void reduce_into(uint8_t* dst, const uint8_t* src, int64_t count, ReduceOp op) {
+  reduce_any(dst, src, count, op);
+}
+void reduce_into_bf16(uint16_t* dst, const uint16_t* src, int64_t count, ReduceOp op) {
+  with_op(op, [&](auto o) { apply16<Bf16>(dst, src, count, o); });
+}
+void reduce_into_f16(uint16_t* dst, const uint16_t* src, int64_t count, ReduceOp op) {
+  with_op(op, [&](auto o) { apply16<F16>(dst, src, count, o); });
+}
+void divide_bf16(uint16_t* dst, int64_t count, float divisor) {
+  divide16<Bf16>(dst, count, divisor);
+}
+void divide_f16(uint16_t* dst, int64_t count, float divisor) {
+  divide16<F16>(dst, count, divisor);
 }
 
 void scale(float* dst, int64_t count, float s) {

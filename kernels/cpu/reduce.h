@@ -11,6 +11,14 @@ namespace engine::kernels::cpu {
 void reduce_into(float* dst, const float* src, int64_t count, ReduceOp op);
 void reduce_into(double* dst, const double* src, int64_t count, ReduceOp op);
 void reduce_into(int64_t* dst, const int64_t* src, int64_t count, ReduceOp op);
+void reduce_into(int32_t* dst, const int32_t* src, int64_t count, ReduceOp op);
+void reduce_into(uint8_t* dst, const uint8_t* src, int64_t count, ReduceOp op);  // wraps mod 256
+// The 16-bit floats as bits (kernels/half.h): each element combined in fp32 and rounded once.
+void reduce_into_bf16(uint16_t* dst, const uint16_t* src, int64_t count, ReduceOp op);
+void reduce_into_f16(uint16_t* dst, const uint16_t* src, int64_t count, ReduceOp op);
+// dst[i] = round(widen(dst[i]) / divisor): the Avg finish of the 16-bit floats.
+void divide_bf16(uint16_t* dst, int64_t count, float divisor);
+void divide_f16(uint16_t* dst, int64_t count, float divisor);
 
 // dst[i] *= s.
 void scale(float* dst, int64_t count, float s);

@@ -20,6 +20,7 @@
 #include "comm/rendezvous/rendezvous.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/comm/dtype_values.h"
 #include "tests/common/mpirun.h"
 
 using namespace engine;
@@ -236,6 +237,26 @@ void check_tensors(Communicator& c, size_t n) {
 
 }  // namespace
 
+// Every dtype and op on all_reduce and reduce: the 16-bit floats travel as MPI_UINT16_T and
+// reduce through our own MPI operations.
+void check_dtypes_raw(Communicator& c, size_t n) {
+  using namespace engine::comm::testing;
+  const int r = c.rank(), w = c.size();
+  for (DType dt : all_dtypes())
+    for (ReduceOp op : ops_for(dt)) {
+      auto b = tbuf(dt, n, r, op);
+      c.all_reduce(b.data(), n, dt, op);
+      EXPECT_EQ(tcheck(dt, b.data(), n, [&](size_t i) { return texpect(dt, w, i, op); }), "")
+          << "all_reduce " << reduce_op_name(op) << ", count " << n;
+      b = tbuf(dt, n, r, op);
+      c.reduce(b.data(), n, dt, op, 0);
+      EXPECT_EQ(tcheck(dt, b.data(), n,
+                       [&](size_t i) { return r == 0 ? texpect(dt, w, i, op) : tval(r, i, op); }),
+                "")
+          << "reduce " << reduce_op_name(op) << ", count " << n;
+    }
+}
+
 // Runs as each rank of `mpirun -np W` (MpiRun below); skipped elsewhere.
 TEST(MpiRank, DISABLED_EveryCollectiveOnTheMpiBackend) {
   if (!started_by_mpirun()) GTEST_SKIP() << "runs as a rank of mpirun (MpiRun starts it)";
@@ -248,6 +269,7 @@ TEST(MpiRank, DISABLED_EveryCollectiveOnTheMpiBackend) {
                    size_t(65537)}) {
     check_raw(*c, n);
     check_parts_raw(*c, n);
+    check_dtypes_raw(*c, n);
     if (n > 0) check_tensors(*c, n);
     c->barrier();
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <iterator>
+#include <vector>
 
 #include "comm/backends/mpi/mpi_check.h"
 #include "comm/backends/mpi/mpi_world.h"
@@ -31,38 +32,59 @@ MPI_Datatype mpi_type(DType dt) {
       return MPI_INT64_T;
     case DType::I32:
       return MPI_INT32_T;
+    case DType::BF16:
+    case DType::F16:
+      return MPI_UINT16_T;  // moved as bits, reduced by our own operations (mpi_op)
   }
   ENGINE_FAIL("--backend mpi: no MPI type for dtype ", static_cast<int>(dt));
 }
 
-// Our float max and min let a NaN win (kernels/reduce.h), as the ring does; MPI_MAX and MPI_MIN
-// need not: float32 max and min run our element loops as MPI operations.
-void f32_max(void* in, void* inout, int* len, MPI_Datatype*) {
-  reduce_into(inout, in, static_cast<size_t>(*len), DType::F32, ReduceOp::Max);
-}
-void f32_min(void* in, void* inout, int* len, MPI_Datatype*) {
-  reduce_into(inout, in, static_cast<size_t>(*len), DType::F32, ReduceOp::Min);
+// Our element loops as MPI operations where MPI's would differ: float32 max and min (ours let a
+// NaN win, as the ring does; MPI_MAX and MPI_MIN need not), and every op of the 16-bit floats
+// (MPI has no bfloat16; they travel as MPI_UINT16_T and combine in fp32).
+template <DType D, ReduceOp O>
+void our_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_into(inout, in, static_cast<size_t>(*len), D, O);
 }
 
+struct OurOp {
+  DType dt;
+  ReduceOp op;
+  MPI_User_function* fn;
+};
+
+constexpr OurOp kOurOps[] = {
+    {DType::F32, ReduceOp::Max, our_op<DType::F32, ReduceOp::Max>},
+    {DType::F32, ReduceOp::Min, our_op<DType::F32, ReduceOp::Min>},
+    {DType::BF16, ReduceOp::Sum, our_op<DType::BF16, ReduceOp::Sum>},
+    {DType::BF16, ReduceOp::Prod, our_op<DType::BF16, ReduceOp::Prod>},
+    {DType::BF16, ReduceOp::Max, our_op<DType::BF16, ReduceOp::Max>},
+    {DType::BF16, ReduceOp::Min, our_op<DType::BF16, ReduceOp::Min>},
+    {DType::F16, ReduceOp::Sum, our_op<DType::F16, ReduceOp::Sum>},
+    {DType::F16, ReduceOp::Prod, our_op<DType::F16, ReduceOp::Prod>},
+    {DType::F16, ReduceOp::Max, our_op<DType::F16, ReduceOp::Max>},
+    {DType::F16, ReduceOp::Min, our_op<DType::F16, ReduceOp::Min>},
+};
+
 MPI_Op mpi_op(DType dt, ReduceOp op) {
-  static const std::pair<MPI_Op, MPI_Op> nan_ops = [] {
-    MPI_Op mx, mn;
-    MPI_Op_create(f32_max, 1, &mx);
-    MPI_Op_create(f32_min, 1, &mn);
-    return std::make_pair(mx, mn);
+  static const std::vector<MPI_Op> ours = [] {
+    std::vector<MPI_Op> v(std::size(kOurOps));
+    for (size_t i = 0; i < v.size(); ++i) MPI_Op_create(kOurOps[i].fn, 1, &v[i]);
+    return v;
   }();
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:  // a sum, then divided by the world size
-      return MPI_SUM;
+  const ReduceOp combine = op == ReduceOp::Avg ? ReduceOp::Sum : op;  // Avg: a sum, then divided
+  for (size_t i = 0; i < std::size(kOurOps); ++i)
+    if (kOurOps[i].dt == dt && kOurOps[i].op == combine) return ours[i];
+  switch (combine) {
     case ReduceOp::Prod:
       return MPI_PROD;
     case ReduceOp::Max:
-      return dt == DType::F32 ? nan_ops.first : MPI_MAX;
+      return MPI_MAX;
     case ReduceOp::Min:
-      return dt == DType::F32 ? nan_ops.second : MPI_MIN;
+      return MPI_MIN;
+    default:
+      return MPI_SUM;
   }
-  return MPI_SUM;
 }
 
 // The MPI call of each CollOp, in CollOp's order (comm/base/frame.h).

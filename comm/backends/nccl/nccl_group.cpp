@@ -91,6 +91,10 @@ ncclDataType_t nccl_type(DType dt) {
       return ncclUint8;
     case DType::I32:
       return ncclInt32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
   }
   ENGINE_FAIL("nccl: unsupported dtype ", static_cast<int>(dt));
 }
