@@ -47,7 +47,7 @@ struct TrainConfig {
   // SyncBatchNorm, compression").
   int64_t accumulate = 1;  // batches per optimizer step (apps/train/accumulate.h)
   bool sync_bn = false;    // batch norm over the global batch (nn/sync_batch_norm.h)
-  // none | powersgd:R (comm/powersgd.h)
+  // none | bf16 | fp16 (comm/half_grad_sync.h) | powersgd:R (comm/powersgd.h)
   std::string grad_compression = "none";
   int64_t powersgd_start = 100;  // optimizer steps uncompressed before PowerSGD starts
   int64_t zero = 0;  // 1: ZeRO-1, optimizer state sharded across ranks (apps/train/zero.h)

@@ -15,8 +15,10 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
                "batch, one all_reduce per layer; running buffers equal on every rank. Nothing "
                "to do on a model without batch norm");
   f.add("grad-compression", &c.grad_compression,
-        "none | powersgd:R: PowerSGD (PyTorch's powerSGD_hook), each matrix gradient sent as two "
-        "rank-R factors with error feedback and warm start; vectors uncompressed");
+        "none | bf16 | fp16 | powersgd:R. bf16, fp16: gradients travel and are summed in that "
+        "type (DDP's bf16/fp16_compress_hook); powersgd:R: PowerSGD (PyTorch's powerSGD_hook), "
+        "each matrix gradient sent as two rank-R factors with error feedback and warm start, "
+        "vectors uncompressed");
   f.add("powersgd-start", &c.powersgd_start,
         "optimizer steps averaged uncompressed before PowerSGD starts");
   f.add("zero", &c.zero,
@@ -46,17 +48,19 @@ std::string options_line(const TrainConfig& c) {
   if (c.accumulate > 1) add("accumulate " + std::to_string(c.accumulate));
   if (c.zero) add("zero 1");
   if (c.sync_bn) add("sync-bn");
-  if (c.grad_compression != "none")
+  if (powersgd_rank(c) > 0)
     add("compression " + c.grad_compression + " (from step " + std::to_string(c.powersgd_start) +
         ")");
+  else if (c.grad_compression != "none")
+    add("compression " + c.grad_compression);
   return s.empty() ? "" : "Options: " + s;
 }
 
 void validate_distributed(const TrainConfig& c) {
   ENGINE_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
-  ENGINE_CHECK(c.grad_compression == "none" || powersgd_rank(c) > 0,
-               "--grad-compression must be "
-               "none or powersgd:R, got '",
+  ENGINE_CHECK(c.grad_compression == "none" || c.grad_compression == "bf16" ||
+                   c.grad_compression == "fp16" || powersgd_rank(c) > 0,
+               "--grad-compression must be none, bf16, fp16 or powersgd:R, got '",
                c.grad_compression, "'");
   ENGINE_CHECK(c.powersgd_start >= 0, "--powersgd-start must be 0 or more, got ", c.powersgd_start);
   ENGINE_CHECK(c.grad_compression == "none" || c.mode == "ddp",

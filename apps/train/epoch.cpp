@@ -155,6 +155,7 @@ Tensor Trainer::step(const data::DeviceBatch& b, const MicroBatch& m) {
   } else {
     if (sync_) sync_->finish();  // every bucket reduced
     if (powersgd_) powersgd_->reduce(pos_.step);
+    if (half_) half_->reduce();
     trace::Scope ts("optimizer", "optimizer");
     opt_->step();
   }
@@ -166,6 +167,7 @@ int64_t Trainer::sync_bytes() const {
   if (!comm_) return 0;
   if (zero_) return zero_->bytes_per_step();
   if (powersgd_) return powersgd_->bytes_per_step(pos_.step - 1);  // the step just taken
+  if (half_) return half_->bytes_per_step();
   int64_t count = 0;
   for (const auto& [name, p] : model_->named_parameters()) count += p.numel();
   return 2 * (world_ - 1) * count * 4 / world_;

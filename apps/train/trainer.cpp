@@ -254,6 +254,10 @@ void Trainer::distribute() {
         std::make_unique<comm::PowerSgd>(*comm_, model_->named_parameters(), static_cast<int>(r),
                                          c_.powersgd_start, static_cast<uint64_t>(c_.seed));
     powersgd_->load_state(start_.comm_state);
+  } else if (c_.grad_compression == "bf16" || c_.grad_compression == "fp16") {
+    half_ = std::make_unique<comm::HalfGradSync>(
+        *comm_, model_->named_parameters(),
+        c_.grad_compression == "bf16" ? DType::BF16 : DType::F16);
   } else if (c_.zero == 1) {
     zero_ = std::make_unique<Zero1>(
         *comm_, model_->named_parameters(), bucket_bytes,

@@ -28,6 +28,7 @@
 #include "apps/train/zero.h"
 #include "comm/communicator.h"
 #include "comm/grad_sync.h"
+#include "comm/half_grad_sync.h"
 #include "comm/powersgd.h"
 #include "core/device.h"
 #include "core/rng.h"
@@ -103,6 +104,7 @@ class Trainer {
   std::unique_ptr<nn::DataParallel> dp_;
   std::unique_ptr<comm::GradSync> sync_;
   std::unique_ptr<comm::PowerSgd> powersgd_;  // --grad-compression powersgd:R
+  std::unique_ptr<comm::HalfGradSync> half_;  // --grad-compression bf16 | fp16
   std::unique_ptr<Zero1> zero_;  // --zero 1 on several ranks: it steps, opt_ keeps no state
   nn::NamedTensors buffers_;     // broadcast from rank 0 before every step
   std::string resumed_from_;     // the checkpoint this run resumed from; "" when it started fresh
