@@ -16,6 +16,7 @@ namespace engine::nn {
 namespace {
 
 constexpr const char* kOptPrefix = "optimizer.";
+constexpr const char* kCommPrefix = "comm.";
 
 StEntry to_entry(const std::string& name, const Tensor& t) {
   Tensor c = t.to(Device::cpu());
@@ -40,9 +41,10 @@ std::vector<StEntry> model_entries(const Module& m) {
   return out;
 }
 
-// Loads the model's keys from f; `allowed_prefix` names extra keys that are not the model's.
+// Loads the model's keys from f; `allowed_prefix` (and `also`) name extra keys that are not the
+// model's.
 void load_model_entries(const StFile& f, Module& m, const std::string& path,
-                        const std::string& allowed_prefix) {
+                        const std::string& allowed_prefix, const std::string& also = "") {
   std::set<std::string> wanted;
   for (auto& [n, t] : m.state_dict()) {
     const StEntry* e = f.find(n);
@@ -53,6 +55,7 @@ void load_model_entries(const StFile& f, Module& m, const std::string& path,
   for (const StEntry& e : f.entries) {
     if (wanted.count(e.name)) continue;
     if (!allowed_prefix.empty() && e.name.rfind(allowed_prefix, 0) == 0) continue;
+    if (!also.empty() && e.name.rfind(also, 0) == 0) continue;
     ENGINE_FAIL(path, ": unexpected '", e.name, "' (the file has it, the model does not)");
   }
 }
@@ -126,6 +129,7 @@ void save_training_checkpoint(const std::string& path, const Module& m, const Op
                               const TrainPosition& pos) {
   std::vector<StEntry> entries = model_entries(m);
   for (auto& [n, t] : opt.state()) entries.push_back(to_entry(kOptPrefix + n, t));
+  for (auto& [n, t] : pos.comm_state) entries.push_back(to_entry(kCommPrefix + n, t));
   std::map<std::string, std::string> meta;
   meta["format"] = "pt";
   meta["engine.checkpoint"] = "train-v1";
@@ -161,7 +165,13 @@ TrainPosition load_training_checkpoint(const std::string& path, Module& m, Optim
   if (auto it = f.metadata.find("engine.epoch_loss_sums"); it != f.metadata.end())
     pos.epoch_loss_sums = parse_doubles(it->second, it->first, path);
   int64_t opt_steps = static_cast<int64_t>(meta_u64(f, "engine.optimizer_steps", path));
-  load_model_entries(f, m, path, kOptPrefix);
+  load_model_entries(f, m, path, kOptPrefix, kCommPrefix);
+  for (const StEntry& e : f.entries) {
+    if (e.name.rfind(kCommPrefix, 0) != 0 || e.dtype != DType::F32) continue;
+    Tensor t = Tensor::empty(e.shape);
+    if (!e.bytes.empty()) std::memcpy(t.raw_data(), e.bytes.data(), e.bytes.size());
+    pos.comm_state.emplace_back(e.name.substr(std::strlen(kCommPrefix)), t);
+  }
   opt.load_state(optimizer_entries(f, path), opt_steps);
   return pos;
 }

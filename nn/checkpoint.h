@@ -37,6 +37,9 @@ struct TrainPosition {
   // [engine.epoch_loss_sums: hexadecimal floats, comma-separated]; empty when the file does not
   // say (checkpoints of older versions, or at an epoch's start).
   std::vector<double> epoch_loss_sums;
+  // State of the gradient communication (PowerSGD's Q and error feedback), tensors named by
+  // their owner [entries "comm.<name>"]; empty when the run keeps none.
+  NamedTensors comm_state;
 };
 void save_training_checkpoint(const std::string& path, const Module& m, const Optimizer& opt,
                               const TrainPosition& pos);

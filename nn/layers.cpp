@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nn/functional.h"
+#include "nn/sync_batch_norm.h"
 
 namespace engine::nn {
 namespace {
@@ -70,10 +71,16 @@ void BatchNorm2d::count_batch() {
 }
 Tensor BatchNorm2d::forward(const Tensor& x) {
   count_batch();
+  if (is_training() && batch_norm_sync())  // SyncBatchNorm: the global batch's statistics
+    return sync_batch_norm2d(x, weight, bias, running_mean, running_var, batch_norm_sync());
   return batch_norm2d(x, weight, bias, running_mean, running_var, is_training());
 }
 Tensor BatchNorm2d::forward_pooled(const Tensor& x, int kernel, int stride, bool relu) {
   count_batch();
+  if (is_training() && batch_norm_sync()) {
+    Tensor y = sync_batch_norm2d(x, weight, bias, running_mean, running_var, batch_norm_sync());
+    return relu ? max_pool2d_relu(y, kernel, stride) : max_pool2d(y, kernel, stride);
+  }
   return batch_norm2d_pool(x, weight, bias, running_mean, running_var, is_training(), kernel,
                            stride, relu);
 }

@@ -187,8 +187,7 @@ void CollectiveRun::run_host() {
   const bool ip = in_place_;
   std::byte* buf = ip ? in_.data() : out_.data();
   if (!ip && !in_.empty() && c_ != CollOp::AllGather && c_ != CollOp::ReduceScatter &&
-      c_ != CollOp::AllToAll &&
-      (c_ != CollOp::Broadcast || r == 0))
+      c_ != CollOp::AllToAll && (c_ != CollOp::Broadcast || r == 0))
     std::memcpy(out_.data(), in_.data(), in_.size());
   switch (c_) {
     case CollOp::AllReduce:

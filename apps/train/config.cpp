@@ -85,6 +85,7 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
                "after the run, print milliseconds per step by layer and phase, and GFLOP/s");
   f.add_switch("drop-last", &c.drop_last,
                "--sharding sampler: cut the dataset to a multiple of the world size");
+  declare_distributed_flags(f, c);
 }
 
 namespace {
@@ -143,6 +144,7 @@ void validate(const TrainConfig& c) {
                "--resume auto resumes from --checkpoint FILE: give --checkpoint");
   ENGINE_CHECK(!c.eval_only || !c.init_from.empty() || !c.resume.empty(),
                "--eval-only evaluates given weights: add --init-from FILE or --resume FILE");
+  validate_distributed(c);
 }
 
 }  // namespace engine::apps

@@ -46,6 +46,14 @@ struct TrainConfig {
   std::string algo = "auto";  // all_reduce, broadcast, reduce: auto | ring | rd | rh | tree
   double timeout_s = 300;
   bool drop_last = false;
+  // Distributed-training options of DDP and Horovod (docs/training.md, "Accumulation, ZeRO,
+  // SyncBatchNorm, compression").
+  int64_t accumulate = 1;  // batches per optimizer step (apps/train/accumulate.h)
+  bool sync_bn = false;    // batch norm over the global batch (nn/sync_batch_norm.h)
+  // none | bf16 | fp16 (comm/half_grad_sync.h) | powersgd:R (comm/powersgd.h)
+  std::string grad_compression = "none";
+  int64_t powersgd_start = 100;  // optimizer steps uncompressed before PowerSGD starts
+  int64_t zero = 0;  // 1: ZeRO-1, optimizer state sharded across ranks (apps/train/zero.h)
   // Watching and measuring.
   std::string trace;     // Chrome trace-event JSON of the run
   std::string plot;      // SVG of loss per step and test accuracy per epoch
@@ -56,6 +64,15 @@ struct TrainConfig {
 void declare_train_flags(Flags& f, TrainConfig& c);
 // Checks values that flags alone cannot (ranges, combinations); throws engine::Error.
 void validate(const TrainConfig& c);
+// The flags of accumulation, ZeRO, SyncBatchNorm and compression, and their checks
+// (apps/train/distributed_flags.cpp); declare_train_flags and validate call them.
+void declare_distributed_flags(Flags& f, TrainConfig& c);
+void validate_distributed(const TrainConfig& c);
+// --grad-compression powersgd:R -> R; 0 for any other compression.
+int64_t powersgd_rank(const TrainConfig& c);
+// What rank 0 says is on: "Options: accumulate 4, zero 1, sync-bn, compression powersgd:4
+// (from step 100)"; "" when none is.
+std::string options_line(const TrainConfig& c);
 
 // --resume auto: resume from --checkpoint when that file exists, start fresh otherwise.
 inline bool resume_is_auto(const TrainConfig& c) {

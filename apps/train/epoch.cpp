@@ -84,8 +84,9 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     t.loss_sum = start_.epoch_loss_sums[rank_];  // the epoch line stays the whole epoch's mean
     t.batches = first;
   }
-  progress_.start_epoch(epoch, first,
-                        nn::progress_end(t.total, first, c_.steps > 0 ? c_.steps - pos_.step : -1));
+  progress_.start_epoch(
+      epoch, first,
+      nn::progress_end(t.total, first, c_.steps > 0 ? (c_.steps - pos_.step) * c_.accumulate : -1));
   const auto start = Clock::now();
   // The next batch is staged (on a GPU: uploading on the copy stream) before this one computes.
   auto stage_next = [&]() -> int {
@@ -97,8 +98,9 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     data::DeviceBatch cur = uploader.take(staged);
     staged = stage_next();
     trace::Scope step_scope("step", "step");
+    const MicroBatch m = micro_batch(t.next, t.total, c_.accumulate);
     bool took = true;
-    Tensor loss = step(cur, &took);
+    Tensor loss = step(cur, m, &took);
     uploader.done(cur.slot);
     const double l = loss.item();
     if (guard_) guard_->check_pending(l);  // a GPU's scan, read with the loss
@@ -107,9 +109,13 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     t.loss_sum += l;
     ++t.batches;
     t.images += cur.size * world_;
+    if (m.last) {
+      ++t.steps;
+      t.comm_bytes += sync_bytes();
+    }
     progress_.update(t.next, l, cur.size * world_);
     // --checkpoint-every K; the epoch's last step and the run's are checkpointed by end_epoch.
-    if (took && c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 &&
+    if (m.last && took && c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 &&
         t.next + 1 < t.total && !steps_done())
       save_checkpoint(epoch, t.next + 1, t.loss_sum);
   }
@@ -121,10 +127,21 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
 // One training step on this rank's batch (docs/design.md, "One training step"):
 //   batch -> model.forward -> loss -> backward: each parameter's grad ready -> hook -> its bucket
 //   full -> comm thread: allreduce (avg) -> wait for all buckets -> optimizer.step
-Tensor Trainer::step(const data::DeviceBatch& b, bool* took) {
+Tensor Trainer::backward_seed(const Tensor& loss, float scale) {
+  if (!guard_) return scale == 1.0f ? Tensor() : Tensor::full(loss.shape(), scale, loss.device());
+  Tensor seed = guard_->seed(loss);     // 1, or NaN for a non-finite loss: every gradient NaN
+  if (scale != 1.0f) seed.mul_(scale);  // d(scale * loss) = scale * d(loss)
+  return seed;
+}
+
+// Under --accumulate K the group's first K-1 batches stop after backward (their gradients add up,
+// no collective, as DDP's no_sync()); the last synchronises the sum and steps.
+Tensor Trainer::step(const data::DeviceBatch& b, const MicroBatch& m, bool* took) {
   *took = true;
-  opt_->zero_grad();
-  broadcast_buffers();
+  if (m.first) {
+    opt_->zero_grad();
+    broadcast_buffers();
+  }
   Tensor loss;
   {
     trace::Scope ts("forward", "forward");
@@ -134,22 +151,26 @@ Tensor Trainer::step(const data::DeviceBatch& b, bool* took) {
     loss = model_->loss(scores, b.labels.to(scores.device()));
     if (count) flop_per_image_ = static_cast<double>(count->total()) / b.images.size(0);
   }
-  if (sync_) sync_->begin();
+  if (sync_ && m.last) sync_->begin();
   {
     trace::Scope ts("backward", "backward");
-    if (guard_)
-      loss.backward(guard_->seed(loss));  // a non-finite loss makes every gradient NaN
-    else
-      loss.backward();
+    loss.backward(backward_seed(loss, m.scale));
   }
-  if (sync_) sync_->finish();        // every bucket reduced
   if (dp_) dp_->reduce_gradients();  // --mode dp: the replicas' gradients into the module's
-  if (guard_) {
-    trace::Scope ts("nonfinite check", "optimizer");
-    *took = guard_->allow_step(pos_.step + 1, loss);
-  }
-  if (!*took) return loss;  // --nonfinite skip: on every rank alike
-  {
+  if (!m.last) return loss;
+  if (zero_) {
+    // --nonfinite: each rank scans its shards of the averaged gradients; the ranks agree.
+    zero_->step([&] { return !guard_ || (*took = guard_->allow_step(pos_.step + 1, loss)); });
+    if (!*took) return loss;  // --nonfinite skip: on every rank alike, parameters unchanged
+  } else {
+    if (sync_) sync_->finish();  // every bucket reduced
+    if (powersgd_) powersgd_->reduce(pos_.step);
+    if (half_) half_->reduce();
+    if (guard_) {
+      trace::Scope ts("nonfinite check", "optimizer");
+      *took = guard_->allow_step(pos_.step + 1, loss);
+    }
+    if (!*took) return loss;  // --nonfinite skip: on every rank alike
     trace::Scope ts("optimizer", "optimizer");
     opt_->step();
   }
@@ -157,9 +178,19 @@ Tensor Trainer::step(const data::DeviceBatch& b, bool* took) {
   return loss;
 }
 
+int64_t Trainer::sync_bytes() const {
+  if (!comm_) return 0;
+  if (zero_) return zero_->bytes_per_step();
+  if (powersgd_) return powersgd_->bytes_per_step(pos_.step - 1);  // the step just taken
+  if (half_) return half_->bytes_per_step();
+  int64_t count = 0;
+  for (const auto& [name, p] : model_->named_parameters()) count += p.numel();
+  return 2 * (world_ - 1) * count * 4 / world_;
+}
+
 // As DDP (broadcast_buffers=True): rank 0's BatchNorm statistics go to every rank.
 void Trainer::broadcast_buffers() {
-  if (!comm_ || buffers_.empty()) return;
+  if (!comm_ || buffers_.empty() || c_.sync_bn) return;  // --sync-bn: equal everywhere
   trace::Scope ts("broadcast buffers", "comm");
   comm::broadcast_tensors(*comm_, buffers_, 0);
 }
@@ -195,6 +226,9 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.train_flop_per_image = flop_per_image_;
   r.precision = c_.precision;
   r.skipped_steps = t.skipped;
+  r.comm_bytes_per_step = t.steps ? static_cast<double>(t.comm_bytes) / t.steps : 0;
+  r.optimizer_state_bytes =
+      static_cast<int64_t>(zero_ ? zero_->state_bytes() : state_nbytes(opt_->state()));
   trace::Scope ts("evaluate", "eval");
   evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
   return r;
@@ -217,6 +251,9 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
                                              std::to_string(pos_.step) + ": not written");
   std::vector<double> sums;
   if (batch_in_epoch > 0) sums = gather_loss_sums(loss_sum);
+  nn::NamedTensors zero_state;  // --zero 1: every rank's shards, at rank 0
+  pos_.comm_state = powersgd_ ? powersgd_->gather_state() : nn::NamedTensors{};
+  if (zero_) zero_state = zero_->gather_state();
   if (rank_ != 0) return;
   pos_.epoch_loss_sums = std::move(sums);
   pos_.epoch = epoch;
@@ -227,7 +264,10 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
   pos_.model = c_.model;
   // The other replicas' dropout streams, for a bit-exact resume of --mode dp.
   pos_.replica_dropout_offsets = dp_ ? dp_->replica_dropout_offsets() : std::vector<uint64_t>{};
-  nn::save_training_checkpoint(c_.checkpoint, *model_, *opt_, pos_);
+  if (!zero_) return nn::save_training_checkpoint(c_.checkpoint, *model_, *opt_, pos_);
+  std::unique_ptr<nn::Optimizer> full = make_optimizer(c_, model_->named_parameters());
+  full->load_state(zero_state, zero_->steps());  // the file an unsharded run would write
+  nn::save_training_checkpoint(c_.checkpoint, *model_, *full, pos_);
 }
 
 void Trainer::evaluate_only() {

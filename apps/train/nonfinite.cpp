@@ -10,8 +10,9 @@
 
 namespace engine::apps {
 
-NonfiniteGuard::NonfiniteGuard(std::string mode, nn::NamedTensors params, Device dev, int rank)
-    : mode_(std::move(mode)), params_(std::move(params)), dev_(dev), rank_(rank) {
+NonfiniteGuard::NonfiniteGuard(std::string mode, nn::NamedTensors params, Device dev, int rank,
+                               comm::Communicator* agree)
+    : mode_(std::move(mode)), params_(std::move(params)), agree_(agree), dev_(dev), rank_(rank) {
   flags_ = Tensor::zeros({static_cast<int64_t>(params_.size())}, DType::F32, dev_);
   seed_ = Tensor::empty({}, DType::F32, dev_);
 }
@@ -37,14 +38,19 @@ void NonfiniteGuard::scan() {
 
 std::string NonfiniteGuard::first_flagged() {
   const std::vector<float> f = flags_.to_vector();  // on a GPU: waits for the scan
+  int64_t first = static_cast<int64_t>(f.size());
   for (size_t i = 0; i < f.size(); ++i)
-    if (f[i] != 0.f) return params_[i].first;
-  return "";
+    if (f[i] != 0.f) {
+      first = static_cast<int64_t>(i);
+      break;
+    }
+  if (agree_) agree_->all_reduce(&first, 1, DType::I64, comm::ReduceOp::Min);
+  return first < static_cast<int64_t>(f.size()) ? params_[first].first : "";
 }
 
 bool NonfiniteGuard::allow_step(int64_t step, const Tensor& loss) {
   scan();
-  if (dev_.is_cuda() && mode_ == "stop") {
+  if (dev_.is_cuda() && mode_ == "stop" && !agree_) {
     pending_step_ = step;
     return true;
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/communicator.h"
 #include "core/device.h"
 #include "core/tensor.h"
 #include "nn/module.h"
@@ -14,8 +15,11 @@ namespace engine::apps {
 
 class NonfiniteGuard {
  public:
-  // mode: "stop" or "skip" ("off" builds no guard). params: the optimizer's, on dev.
-  NonfiniteGuard(std::string mode, nn::NamedTensors params, Device dev, int rank);
+  // mode: "stop" or "skip" ("off" builds no guard). params: the optimizer's, on dev. agree: when
+  // the ranks' params differ (--zero 1's shards), the communicator through which every rank learns
+  // the first flagged one (one all_reduce per step); null when params' gradients are synchronised.
+  NonfiniteGuard(std::string mode, nn::NamedTensors params, Device dev, int rank,
+                 comm::Communicator* agree = nullptr);
 
   // The seed gradient of loss.backward(): 1 for a finite loss, NaN otherwise (on loss's device,
   // no host wait).
@@ -37,6 +41,7 @@ class NonfiniteGuard {
 
   std::string mode_;
   nn::NamedTensors params_;
+  comm::Communicator* agree_;
   Device dev_;
   int rank_;
   Tensor flags_, seed_;  // (P) one per parameter; (1)

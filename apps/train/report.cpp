@@ -95,11 +95,18 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::write(const EpochResult& r) {
-  const Json j = {{"epoch", r.epoch},           {"step", r.step},
-                  {"train_loss", r.train_loss}, {"test_loss", r.test_loss},
-                  {"test_acc", r.test_acc},     {"images_per_s", r.images_per_s},
-                  {"wall_s", r.wall_s},         {"train_flop_per_image", r.train_flop_per_image},
-                  {"precision", r.precision},   {"skipped_steps", r.skipped_steps}};
+  const Json j = {{"epoch", r.epoch},
+                  {"step", r.step},
+                  {"train_loss", r.train_loss},
+                  {"test_loss", r.test_loss},
+                  {"test_acc", r.test_acc},
+                  {"images_per_s", r.images_per_s},
+                  {"wall_s", r.wall_s},
+                  {"train_flop_per_image", r.train_flop_per_image},
+                  {"precision", r.precision},
+                  {"optimizer_state_bytes", r.optimizer_state_bytes},
+                  {"comm_bytes_per_step", r.comm_bytes_per_step},
+                  {"skipped_steps", r.skipped_steps}};
   std::string line = dump_json(j) + "\n";
   ENGINE_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0,
                path_, ": write failed: ", std::strerror(errno));

@@ -13,9 +13,11 @@ struct EpochResult {
   double train_loss = 0, test_loss = 0, test_acc = 0;
   int64_t test_correct = 0, test_count = 0;
   double images_per_s = 0, wall_s = 0;
-  double train_flop_per_image = 0;  // forward + backward work per image (nn::FlopCount)
-  std::string precision = "fp32";   // --precision
-  int64_t skipped_steps = 0;        // --nonfinite skip: steps of the epoch not taken
+  double train_flop_per_image = 0;    // forward + backward work per image (nn::FlopCount)
+  std::string precision = "fp32";     // --precision
+  int64_t optimizer_state_bytes = 0;  // this rank's (--zero 1: its shard's)
+  double comm_bytes_per_step = 0;     // gradient sync, per the ring schedule, mean of the epoch
+  int64_t skipped_steps = 0;          // --nonfinite skip: steps of the epoch not taken
 };
 
 // Progress within an epoch: a carriage-return bar that fits the terminal's width on a terminal,

@@ -26,6 +26,7 @@
 #include "nn/checkpoint_check.h"
 #include "nn/precision.h"
 #include "nn/report/profile.h"
+#include "nn/sync_batch_norm.h"
 
 namespace engine::apps {
 namespace {
@@ -60,18 +61,6 @@ std::vector<Device> dp_devices(const TrainConfig& c) {
   ENGINE_CHECK(c.device == "auto" || (c.device == "cuda") == cuda, "--device ", c.device,
                " and --dp-devices '", c.dp_devices, "' disagree");
   return devs;
-}
-
-std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& m) {
-  if (c.optimizer == "adam") {
-    kernels::AdamConfig a;
-    a.lr = c.lr;
-    return std::make_unique<nn::Adam>(m.named_parameters(), a);
-  }
-  kernels::SgdConfig s;
-  s.lr = c.lr;
-  s.momentum = c.momentum;
-  return std::make_unique<nn::SGD>(m.named_parameters(), s);
 }
 
 // Batches in one epoch of this rank (the loader's count: the shard cut into batches of `batch`,
@@ -125,7 +114,9 @@ Trainer::Trainer(const TrainConfig& c) : c_(c), progress_(0, false) {
   validate(c_);
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (c_.sync_bn) nn::set_batch_norm_sync({});  // the reducer refers to comm_
+}
 
 void Trainer::run() {
   connect();
@@ -133,7 +124,10 @@ void Trainer::run() {
   resume();
   if (c_.eval_only) return evaluate_only();
   distribute();
-  if (c_.nonfinite != "off")
+  if (c_.nonfinite != "off" && zero_)  // each rank's shards: the ranks agree on the verdict
+    guard_ = std::make_unique<NonfiniteGuard>(c_.nonfinite, zero_->shards(), device_, rank_,
+                                              comm_.get());
+  else if (c_.nonfinite != "off")
     guard_ = std::make_unique<NonfiniteGuard>(c_.nonfinite, opt_->params(), device_, rank_);
   if (rank_ == 0 && !c_.metrics.empty())
     metrics_ = std::make_unique<MetricsWriter>(c_.metrics, !resumed_from_.empty());
@@ -216,7 +210,7 @@ void Trainer::build() {
     nn::load_state_dict(c_.init_from, *model_);
     refuse_nonfinite(model_->state_dict(), "--init-from " + c_.init_from);
   }
-  opt_ = make_optimizer(c_, *model_);
+  opt_ = make_optimizer(c_, model_->named_parameters());
 }
 
 // --resume FILE; --resume auto: --checkpoint if rank 0 finds it (every rank follows rank 0's
@@ -274,9 +268,31 @@ void Trainer::distribute() {
   const std::string cuda_path = attach_cuda_collectives(c_, *comm_, device_);
   // Every rank starts from rank 0's parameters and buffers.
   comm::broadcast_tensors(*comm_, model_->state_dict(), 0);
-  sync_ = std::make_unique<comm::GradSync>(*comm_, model_->named_parameters(),
-                                           comm::sync_mode_from_name(c_.sync),
-                                           static_cast<size_t>(c_.bucket_mb * (1 << 20)));
+  if (c_.sync_bn)
+    nn::set_batch_norm_sync([comm = comm_.get()](const Tensor& sums) {
+      trace::Scope ts("sync batch norm", "comm");
+      comm->all_reduce(sums, comm::ReduceOp::Sum);
+    });
+  const size_t bucket_bytes = static_cast<size_t>(c_.bucket_mb * (1 << 20));
+  if (const int64_t r = powersgd_rank(c_); r > 0) {
+    powersgd_ =
+        std::make_unique<comm::PowerSgd>(*comm_, model_->named_parameters(), static_cast<int>(r),
+                                         c_.powersgd_start, static_cast<uint64_t>(c_.seed));
+    powersgd_->load_state(start_.comm_state);
+  } else if (c_.grad_compression == "bf16" || c_.grad_compression == "fp16") {
+    half_ = std::make_unique<comm::HalfGradSync>(
+        *comm_, model_->named_parameters(),
+        c_.grad_compression == "bf16" ? DType::BF16 : DType::F16);
+  } else if (c_.zero == 1) {
+    zero_ = std::make_unique<Zero1>(
+        *comm_, model_->named_parameters(), bucket_bytes,
+        [this](nn::NamedTensors p) { return make_optimizer(c_, std::move(p)); }, opt_->state(),
+        opt_->steps());
+    opt_ = make_optimizer(c_, model_->named_parameters());  // no state: zero_ holds the shards
+  } else {
+    sync_ = std::make_unique<comm::GradSync>(*comm_, model_->named_parameters(),
+                                             comm::sync_mode_from_name(c_.sync), bucket_bytes);
+  }
   if (rank_ != 0) return;
   const std::string how = comm_->host_path() == "mpi" ? "mpi (" + comm::mpi_library_version() + ")"
                                                       : "ring over " + comm_->transport_kind();
@@ -285,6 +301,7 @@ void Trainer::distribute() {
       "%d threads per rank\n",
       world_, how.c_str(), c_.sync.c_str(), c_.sharding.c_str(), static_cast<long long>(batch_),
       threads_);
+  if (const std::string on = options_line(c_); !on.empty()) std::printf("%s\n", on.c_str());
   if (!cuda_path.empty())
     std::printf("CUDA tensors: %s, rank r on cuda:LOCAL_RANK (cuda:0 where a rank sees one GPU)\n",
                 cuda_path.c_str());
@@ -320,6 +337,18 @@ void Trainer::finish() {
   if (!c_.trace.empty()) write_trace(c_.trace, comm_.get());
   trace::disable();
   if (comm_) comm_->barrier();  // nobody leaves while a peer may still need it
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, nn::NamedTensors params) {
+  if (c.optimizer == "adam") {
+    kernels::AdamConfig a;
+    a.lr = c.lr;
+    return std::make_unique<nn::Adam>(std::move(params), a);
+  }
+  kernels::SgdConfig s;
+  s.lr = c.lr;
+  s.momentum = c.momentum;
+  return std::make_unique<nn::SGD>(std::move(params), s);
 }
 
 void run_training(const TrainConfig& c) {

@@ -23,11 +23,15 @@
 #include <utility>
 #include <vector>
 
+#include "apps/train/accumulate.h"
 #include "apps/train/config.h"
 #include "apps/train/nonfinite.h"
 #include "apps/train/report.h"
+#include "apps/train/zero.h"
 #include "comm/communicator.h"
 #include "comm/grad_sync.h"
+#include "comm/half_grad_sync.h"
+#include "comm/powersgd.h"
 #include "core/device.h"
 #include "core/rng.h"
 #include "data/mnist.h"
@@ -54,13 +58,14 @@ class Trainer {
  private:
   // What one epoch's batches left behind, for end_epoch.
   struct EpochTally {
-    double loss_sum = 0;  // this rank's losses
-    int64_t batches = 0;  // steps this rank took
-    int64_t images = 0;   // images of every rank
-    int64_t next = 0;     // the batch the epoch would go on with
-    int64_t total = 0;    // batches in the epoch
-    double train_s = 0;   // seconds spent in the batches
-    int64_t skipped = 0;  // steps --nonfinite skip skipped
+    double loss_sum = 0;                // this rank's losses
+    int64_t batches = 0;                // steps this rank took
+    int64_t images = 0;                 // images of every rank
+    int64_t next = 0;                   // the batch the epoch would go on with
+    int64_t total = 0;                  // batches in the epoch
+    double train_s = 0;                 // seconds spent in the batches
+    int64_t steps = 0, comm_bytes = 0;  // optimizer steps, bytes their gradient sync sent
+    int64_t skipped = 0;                // steps --nonfinite skip skipped
   };
 
   void connect();
@@ -68,13 +73,18 @@ class Trainer {
   void resume();
   void distribute();
   EpochTally run_epoch(int64_t epoch);
-  // Returns the loss; *took: whether the optimizer stepped (--nonfinite skip may skip it).
-  Tensor step(const data::DeviceBatch& b, bool* took);
+  // One batch of a --accumulate group; the group's last also synchronises and steps. Returns the
+  // loss; *took: whether the optimizer stepped (--nonfinite skip may skip it).
+  Tensor step(const data::DeviceBatch& b, const MicroBatch& m, bool* took);
+  // The seed of loss.backward(): scale (--accumulate's 1/n), NaN when --nonfinite sees a bad loss.
+  Tensor backward_seed(const Tensor& loss, float scale);
   void end_epoch(int64_t epoch, const EpochTally& t);
   void finish();
   void print_profile();
 
   void broadcast_buffers();
+  // Bytes the ring schedule sends per rank for this optimizer step's synchronisation.
+  int64_t sync_bytes() const;
   EpochResult epoch_result(int64_t epoch, const EpochTally& t);
   // Every rank calls it (mid-epoch the ranks' loss sums travel to rank 0); rank 0 writes.
   void save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss_sum);
@@ -102,6 +112,9 @@ class Trainer {
   std::unique_ptr<nn::Optimizer> opt_;
   std::unique_ptr<nn::DataParallel> dp_;
   std::unique_ptr<comm::GradSync> sync_;
+  std::unique_ptr<comm::PowerSgd> powersgd_;  // --grad-compression powersgd:R
+  std::unique_ptr<comm::HalfGradSync> half_;  // --grad-compression bf16 | fp16
+  std::unique_ptr<Zero1> zero_;  // --zero 1 on several ranks: it steps, opt_ keeps no state
   std::unique_ptr<NonfiniteGuard> guard_;  // --nonfinite stop|skip; none with off
   nn::NamedTensors buffers_;               // broadcast from rank 0 before every step
   std::string resumed_from_;  // the checkpoint this run resumed from; "" when it started fresh
@@ -113,6 +126,9 @@ class Trainer {
   std::vector<std::pair<int64_t, double>> epoch_acc_;  // --plot: (step, test accuracy)
   std::chrono::steady_clock::time_point run_start_;
 };
+
+// --optimizer over params.
+std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, nn::NamedTensors params);
 
 // Trainer(c).run().
 void run_training(const TrainConfig& c);

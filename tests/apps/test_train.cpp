@@ -139,7 +139,11 @@ TEST_F(TrainTest, LossFallsAndMetricsAreWritten) {
   for (const auto& [k, v] : rows[0].items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"epoch", "step", "train_loss", "test_loss", "test_acc",
                                             "images_per_s", "wall_s", "train_flop_per_image",
-                                            "precision", "skipped_steps"}));
+                                            "precision", "optimizer_state_bytes",
+                                            "comm_bytes_per_step", "skipped_steps"}));
+  // One rank, SGD with momentum 0.5 on linear (7850 parameters): one momentum buffer, no sync.
+  EXPECT_EQ(rows[0].at("optimizer_state_bytes").get<int64_t>(), 7850 * 4);
+  EXPECT_EQ(rows[0].at("comm_bytes_per_step").get<double>(), 0.0);
   // linear 784 -> 10: forward 2 x 7840 FLOP, its input needs no gradient: weight gradient only.
   EXPECT_EQ(rows[0].at("train_flop_per_image").get<double>(), 2 * 2 * 7840.0);
   EXPECT_EQ(rows[2].at("step").get<int64_t>(), 12);  // 512 / 128 = 4 steps per epoch
