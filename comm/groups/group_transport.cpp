@@ -23,8 +23,12 @@ int GroupTransport::map(int peer) const {
 std::string GroupTransport::describe() const {
   std::string g, p;
   for (size_t i = 0; i < members_.size(); ++i) {
-    g += (i ? "," : "") + std::to_string(i);
-    p += (i ? "," : "") + std::to_string(members_[i]);
+    if (i > 0) {
+      g += ',';
+      p += ',';
+    }
+    g += std::to_string(i);
+    p += std::to_string(members_[i]);
   }
   return "group " + std::to_string(group_) + " (group ranks " + g + " = ranks " + p +
          "; this is group rank " + std::to_string(rank()) + " = rank " +
