@@ -79,6 +79,22 @@ void set_dtype_and_algo(Config* cfg, const std::string& dtype, const std::string
                      cfg->cuda() && cfg->ring_transport == "ipc" ? " --ring-transport ipc" : "");
 }
 
+// The combinations of --backend, --device, --world-size, --ring-transport and --collective.
+void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
+                         const std::string& coll) {
+  ENGINE_USAGE_CHECK(c.cuda() || !c.nccl(), "--backend nccl needs --device cuda");
+  ENGINE_USAGE_CHECK(c.backend != "mpi" || comm::mpi_built(),
+                     "--backend mpi: ", comm::mpi_build_hint());
+  ENGINE_USAGE_CHECK(c.backend != "mpi" || world == 0,
+                     "--backend mpi joins ranks started by mpirun (mpirun -np W allreduce_bench "
+                     "--backend mpi); --world-size forks ranks that are not MPI processes");
+  ENGINE_USAGE_CHECK(!f.given("ring-transport") || (c.cuda() && c.backend == "ring"),
+                     "--ring-transport applies to --device cuda --backend ring only");
+  ENGINE_USAGE_CHECK(coll != "all_to_all" || (!c.cuda() && c.backend == "ring"),
+                     "--collective all_to_all runs on host buffers over the ring's transports "
+                     "(--device cpu --backend ring)");
+}
+
 }  // namespace
 
 bool parse_flags(int argc, char** argv, Config* cfg) {
@@ -129,17 +145,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
                "on the CUDA IPC ring (GPUs of one host)");
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected arguments after --");
-  ENGINE_USAGE_CHECK(cfg->cuda() || !cfg->nccl(), "--backend nccl needs --device cuda");
-  ENGINE_USAGE_CHECK(cfg->backend != "mpi" || comm::mpi_built(),
-                     "--backend mpi: ", comm::mpi_build_hint());
-  ENGINE_USAGE_CHECK(cfg->backend != "mpi" || world == 0,
-                     "--backend mpi joins ranks started by mpirun (mpirun -np W allreduce_bench "
-                     "--backend mpi); --world-size forks ranks that are not MPI processes");
-  ENGINE_USAGE_CHECK(!f.given("ring-transport") || (cfg->cuda() && cfg->backend == "ring"),
-                     "--ring-transport applies to --device cuda --backend ring only");
-  ENGINE_USAGE_CHECK(coll != "all_to_all" || (!cfg->cuda() && cfg->backend == "ring"),
-                     "--collective all_to_all runs on host buffers over the ring's transports "
-                     "(--device cpu --backend ring)");
+  check_backend_flags(f, *cfg, world, coll);
   cfg->two_level = comm::two_level_from_name(two_level);
 
   ENGINE_USAGE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");

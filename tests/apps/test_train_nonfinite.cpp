@@ -1,7 +1,7 @@
 // tests/apps/test_train_nonfinite.cpp: train --nonfinite: weights holding NaN are refused at
 // --init-from and --resume naming the tensor; a learning rate that overflows stops every rank
 // naming the step and the parameter, and no checkpoint holds a non-finite number; skip skips and
-// counts; off trains on as before.
+// counts, under --zero 1 too; off trains on as before.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -38,6 +38,8 @@ class Nonfinite : public TrainTest {
           if (!std::isfinite(v)) return false;
     return true;
   }
+  void expect_stops(const std::string& extra);
+  void expect_skips(const std::string& extra);
 };
 
 TEST_F(Nonfinite, InitFromWithANanWeightIsRefusedNamingTheTensor) {
@@ -67,11 +69,14 @@ TEST_F(Nonfinite, ResumeFromACheckpointWithNanIsRefused) {
       << r.output;
 }
 
-TEST_F(Nonfinite, AnOverflowingLearningRateStopsEveryRankAndNoCheckpointHoldsIt) {
+// extra: "" (gradients synchronised by --sync bucketed) or "--zero 1 " (each rank scans its shards
+// of the averaged gradients and the ranks agree through one all_reduce).
+void Nonfinite::expect_stops(const std::string& extra) {
   const std::string ckpt = path("c.safetensors");
   RunResult r =
       run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) + " -- " +
-          train("--lr 1e30 --epochs 3 --timeout 30 --checkpoint-every 1 --checkpoint " + ckpt));
+          train(extra + "--lr 1e30 --epochs 3 --timeout 30 --checkpoint-every 1 " +
+                "--checkpoint " + ckpt));
   EXPECT_NE(r.code, 0) << r.output;
   for (const char* rank : {"[rank 0] train: step ", "[rank 1] train: step "}) {
     const size_t at = r.output.find(rank);
@@ -79,16 +84,27 @@ TEST_F(Nonfinite, AnOverflowingLearningRateStopsEveryRankAndNoCheckpointHoldsIt)
     EXPECT_NE(r.output.find(": the gradient of ", at), std::string::npos) << r.output;
   }
   EXPECT_NE(r.output.find("stopped by --nonfinite stop"), std::string::npos) << r.output;
+  if (!extra.empty()) {  // the shard the ranks agreed on, with its parameters
+    EXPECT_NE(r.output.find("--zero 1's bucket of "), std::string::npos) << r.output;
+  }
   if (fs::exists(ckpt)) {
     EXPECT_TRUE(all_finite(ckpt)) << "a checkpoint holds inf or NaN";
   }
 }
 
-TEST_F(Nonfinite, SkipSkipsOnEveryRankAndCounts) {
+TEST_F(Nonfinite, AnOverflowingLearningRateStopsEveryRankAndNoCheckpointHoldsIt) {
+  expect_stops("");
+}
+
+TEST_F(Nonfinite, UnderZeroOneEveryRankStopsToo) {
+  expect_stops("--zero 1 ");
+}
+
+void Nonfinite::expect_skips(const std::string& extra) {
   const std::string metrics = path("m.jsonl");
   RunResult r =
       run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) + " -- " +
-          train("--lr 1e30 --epochs 1 --timeout 30 --nonfinite skip --metrics " + metrics +
+          train(extra + "--lr 1e30 --epochs 1 --timeout 30 --nonfinite skip --metrics " + metrics +
                 " --save " + path("w.safetensors")));
   // The first step takes the weights near the float range without a non-finite gradient; from
   // then on every gradient is NaN and every step is skipped, on both ranks alike (else their
@@ -101,6 +117,14 @@ TEST_F(Nonfinite, SkipSkipsOnEveryRankAndCounts) {
   EXPECT_EQ(m.at("skipped_steps").get<int64_t>(), 3) << m.dump();
   EXPECT_EQ(m.at("step").get<int64_t>(), 1) << "skipped steps are not optimizer steps";
   EXPECT_TRUE(all_finite(path("w.safetensors")));
+}
+
+TEST_F(Nonfinite, SkipSkipsOnEveryRankAndCounts) {
+  expect_skips("");
+}
+
+TEST_F(Nonfinite, UnderZeroOneSkipSkipsOnEveryRankToo) {
+  expect_skips("--zero 1 ");
 }
 
 TEST_F(Nonfinite, OffTrainsOnAsBefore) {
