@@ -115,10 +115,14 @@ std::pair<const std::byte*, size_t> RingChannel::peek() {
   const uint64_t head = rx_->head.load(std::memory_order_acquire);
   uint64_t avail = head - tail;
   if (avail == 0) {
-    if (rx_->closed.load(std::memory_order_acquire))
+    const bool closed = rx_->closed.load(std::memory_order_acquire);
+    if (!closed && !peer_dead_) return {nullptr, 0};
+    // The peer may have written its last bytes between the head's load above and its close (a
+    // barrier's last message, then exit): the close was released after them, so look again.
+    avail = rx_->head.load(std::memory_order_acquire) - tail;
+    if (avail == 0 && closed)
       throw ChannelError("closed the shared-memory channel (end of stream): did it exit?");
-    if (peer_dead_) throw ChannelError("is gone (its process exited; the liveness socket closed)");
-    return {nullptr, 0};
+    if (avail == 0) throw ChannelError("is gone (its process exited; the liveness socket closed)");
   }
   size_t off = tail % cap;
   return {ring_data(rx_) + off, std::min<uint64_t>(avail, cap - off)};
