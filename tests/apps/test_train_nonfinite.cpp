@@ -78,10 +78,17 @@ void Nonfinite::expect_stops(const std::string& extra) {
           train(extra + "--lr 1e30 --epochs 3 --timeout 30 --checkpoint-every 1 " +
                 "--checkpoint " + ckpt));
   EXPECT_NE(r.code, 0) << r.output;
+  // Both ranks stop at the same step; the first to exit makes launch stop the other (as torchrun
+  // does), which may be before that one has written its line (seen under ThreadSanitizer).
+  int named = 0;
   for (const char* rank : {"[rank 0] train: step ", "[rank 1] train: step "}) {
     const size_t at = r.output.find(rank);
-    ASSERT_NE(at, std::string::npos) << rank << "\n" << r.output;
-    EXPECT_NE(r.output.find(": the gradient of ", at), std::string::npos) << r.output;
+    if (at != std::string::npos && r.output.find(": the gradient of ", at) != std::string::npos)
+      ++named;
+  }
+  EXPECT_GE(named, 1) << r.output;
+  if (named < 2) {
+    EXPECT_NE(r.output.find("stopping the other ranks"), std::string::npos) << r.output;
   }
   EXPECT_NE(r.output.find("stopped by --nonfinite stop"), std::string::npos) << r.output;
   if (!extra.empty()) {  // the shard the ranks agreed on, with its parameters
