@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "apps/ring_demo/report.h"
+#include "apps/ring_demo/run.h"
 #include "comm/rendezvous/rendezvous.h"
 #include "core/error.h"
 
@@ -48,22 +49,7 @@ void run_threads(const Config& cfg, comm::Algo algo, std::vector<std::vector<flo
   opts.timeout = comm::Millis(60000);
   opts.segment_bytes = std::max<size_t>(8, cfg.count * sizeof(float));  // one segment
   opts.algo = algo;
-  auto comms = comm::make_mem_communicators(cfg.world, opts);
-  std::vector<std::exception_ptr> errors(cfg.world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < cfg.world; ++r) {
-    comms[r]->set_ring_observer(&rec);
-    threads.emplace_back([&, r] {
-      try {
-        comms[r]->all_reduce(bufs[r].data(), cfg.count, DType::F32, cfg.op);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  all_reduce_as_threads(cfg, opts, bufs, rec);
 }
 
 }  // namespace

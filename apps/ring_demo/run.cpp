@@ -113,17 +113,25 @@ void run_ranks(const Config& cfg, std::vector<std::vector<float>>& bufs, Recorde
   opts.timeout = comm::Millis(60000);
   opts.segment_bytes = segment_bytes;
   opts.algo = comm::Algo::Ring;  // this page watches the ring, whatever auto would pick
+  all_reduce_as_threads(cfg, opts, bufs, rec, [&rec] { rec.lockstep().abort(); });
+}
+
+}  // namespace
+
+void all_reduce_as_threads(const Config& cfg, const comm::CommOptions& opts,
+                           std::vector<std::vector<float>>& bufs, comm::RingObserver& obs,
+                           const std::function<void()>& on_error) {
   auto comms = comm::make_mem_communicators(cfg.world, opts);
   std::vector<std::exception_ptr> errors(cfg.world);
   std::vector<std::thread> threads;
   for (int r = 0; r < cfg.world; ++r) {
-    comms[r]->set_ring_observer(&rec);
+    comms[r]->set_ring_observer(&obs);
     threads.emplace_back([&, r] {
       try {
         comms[r]->all_reduce(bufs[r].data(), cfg.count, DType::F32, cfg.op);
       } catch (...) {
         errors[r] = std::current_exception();
-        rec.lockstep().abort();
+        if (on_error) on_error();
       }
     });
   }
@@ -131,8 +139,6 @@ void run_ranks(const Config& cfg, std::vector<std::vector<float>>& bufs, Recorde
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
-
-}  // namespace
 
 void check_config(const Config& c) {
   ENGINE_CHECK(c.world >= 1 && c.world <= kMaxWorld, "--world-size must be 1..", kMaxWorld,

@@ -4,11 +4,13 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "comm/algorithms/ring_schedule.h"
 #include "comm/base/reduce.h"
+#include "comm/communicator.h"
 
 namespace engine::ring_demo {
 
@@ -67,6 +69,13 @@ const OpWords& op_words(comm::ReduceOp op);
 
 // Throws engine::Error naming the flag when cfg is out of the demo's range.
 void check_config(const Config& cfg);
+
+// One all_reduce of cfg.count floats (bufs[r]: rank r's, in place) on cfg.world ranks as threads
+// over the in-memory transport, obs watching every rank; on_error (optional) runs on a rank's
+// failure, before the first error is rethrown.
+void all_reduce_as_threads(const Config& cfg, const comm::CommOptions& opts,
+                           std::vector<std::vector<float>>& bufs, comm::RingObserver& obs,
+                           const std::function<void()>& on_error = nullptr);
 
 // Runs the collective; throws engine::Error for a bad configuration or a failed collective.
 DemoRun run_demo(const Config& cfg);
