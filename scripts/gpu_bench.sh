@@ -277,11 +277,13 @@ mps_start() {
   ctl=$(command -v nvidia-cuda-mps-control) || { MPS_NOTE="nvidia-cuda-mps-control not found"; return 1; }
   export CUDA_MPS_PIPE_DIRECTORY="$RAW/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$RAW/mps-log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if timeout 20 "$ctl" -d >"$RAW/mps-start.log" 2>&1 &&
-    echo get_server_list | timeout 10 "$ctl" >>"$RAW/mps-start.log" 2>&1; then
-    MPS_UP=1
-    MPS_NOTE="started ($ctl -d, pipe $CUDA_MPS_PIPE_DIRECTORY)"
-    return 0
+  if timeout 20 "$ctl" -d >"$RAW/mps-start.log" 2>&1; then
+    MPS_UP=1  # from here on the exit stops it, whatever follows
+    if echo get_server_list | timeout 10 "$ctl" >>"$RAW/mps-start.log" 2>&1; then
+      MPS_NOTE="started ($ctl -d, pipe $CUDA_MPS_PIPE_DIRECTORY)"
+      return 0
+    fi
+    mps_stop
   fi
   MPS_NOTE="did not start: $(tr '\n' ' ' <"$RAW/mps-start.log" | cut -c1-200)"
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY

@@ -228,7 +228,7 @@ TEST(StagedPipeline, RanksAsThreadsSumRight) {
 
 // On a GPU: allreduce_bench's staged ring with 2..4 slots, sizes of one segment and of 16 (8 MiB),
 // checked clean for 2 and 3 ranks (skipped without a CUDA device).
-TEST(StagedPipeline, OnAGpuAllreduceBenchChecksClean) {
+TEST(StagedPipeline, CudaAllreduceBenchChecksClean) {
   const std::string bench = std::string(ENGINE_BUILD_DIR) + "/apps/allreduce_bench";
   if (access(bench.c_str(), X_OK) != 0) GTEST_SKIP() << bench << " is not built";
   if (cuda_device_count() == 0) GTEST_SKIP() << cuda_unavailable_reason();

@@ -24,25 +24,26 @@ class CudaSlots final : public DeviceSlots {
   CudaSlots(int device, int slots, size_t slot_bytes)
       : device_(device), slot_bytes_(slot_bytes), host_(slots), down_(slots), up_(slots) {
     cuda::DeviceGuard g(device_);
-    CUDA_CHECK(cudaStreamCreateWithFlags(&up_stream_, cudaStreamNonBlocking));
-    for (int s = 0; s < slots; ++s) {
-      CUDA_CHECK(cudaHostAlloc(&host_[s], slot_bytes_, cudaHostAllocPortable));
-      CUDA_CHECK(cudaEventCreateWithFlags(&down_[s], cudaEventDisableTiming));
-      CUDA_CHECK(cudaEventCreateWithFlags(&up_[s], cudaEventDisableTiming));
+    try {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&up_stream_, cudaStreamNonBlocking));
+      for (int s = 0; s < slots; ++s) {
+        CUDA_CHECK(cudaHostAlloc(&host_[s], slot_bytes_, cudaHostAllocPortable));
+        CUDA_CHECK(cudaEventCreateWithFlags(&down_[s], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&up_[s], cudaEventDisableTiming));
+      }
+    } catch (...) {
+      release();
+      throw;
     }
   }
+  // Queued copies use the slots: they end before the slots go (errors ignored: at exit the driver
+  // may be gone first).
   ~CudaSlots() override {
-    // Queued uploads read the slots: they end before the slots go (errors ignored: at exit the
-    // driver may be gone first).
-    cuda::DeviceGuard g(device_);
-    (void)cudaStreamSynchronize(up_stream_);
-    (void)cudaStreamSynchronize(cuda::comm_stream(device_));
-    for (size_t s = 0; s < host_.size(); ++s) {
-      if (host_[s]) (void)cudaFreeHost(host_[s]);
-      if (down_[s]) (void)cudaEventDestroy(down_[s]);
-      if (up_[s]) (void)cudaEventDestroy(up_[s]);
+    try {
+      cuda::DeviceGuard g(device_);
+      release();
+    } catch (const std::exception&) {
     }
-    if (up_stream_) (void)cudaStreamDestroy(up_stream_);
   }
   int device() const override { return device_; }
   size_t slot_bytes() const override { return slot_bytes_; }
@@ -87,6 +88,18 @@ class CudaSlots final : public DeviceSlots {
   const CollContext* c_ = nullptr;
   char* data_ = nullptr;
   int last_up_ = 0;
+
+  // Waits for what was queued, then frees what was made (on device_, current).
+  void release() {
+    if (up_stream_) (void)cudaStreamSynchronize(up_stream_);
+    (void)cudaStreamSynchronize(cuda::comm_stream(device_));
+    for (size_t s = 0; s < host_.size(); ++s) {
+      if (host_[s]) (void)cudaFreeHost(host_[s]);
+      if (down_[s]) (void)cudaEventDestroy(down_[s]);
+      if (up_[s]) (void)cudaEventDestroy(up_[s]);
+    }
+    if (up_stream_) (void)cudaStreamDestroy(up_stream_);
+  }
 };
 
 // Polls the slot's download event: bounded by the call's timeout, naming what it waited for.
