@@ -8,6 +8,7 @@
 
 #include "apps/flags.h"
 #include "comm/backends/mpi/mpi_world.h"
+#include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
 
 namespace engine::allreduce_bench {
@@ -90,6 +91,12 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                      "--backend mpi); --world-size forks ranks that are not MPI processes");
   ENGINE_USAGE_CHECK(!f.given("ring-transport") || (c.cuda() && c.backend == "ring"),
                      "--ring-transport applies to --device cuda --backend ring only");
+  ENGINE_USAGE_CHECK(c.staged_pipeline >= 1 && c.staged_pipeline <= comm::staged::kMaxSlots,
+                     "--staged-pipeline must be 1..", comm::staged::kMaxSlots);
+  ENGINE_USAGE_CHECK(!f.given("staged-pipeline") ||
+                         (c.cuda() && c.backend == "ring" && c.ring_transport == "staged"),
+                     "--staged-pipeline applies to --device cuda --backend ring --ring-transport "
+                     "staged only");
   ENGINE_USAGE_CHECK(coll != "all_to_all" || (!c.cuda() && c.backend == "ring"),
                      "--collective all_to_all runs on host buffers over the ring's transports "
                      "(--device cpu --backend ring)");
@@ -143,10 +150,14 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   f.add_choice("ring-transport", &cfg->ring_transport, {"staged", "ipc"},
                "--device cuda --backend ring: staged through pinned host memory, or all_reduce "
                "on the CUDA IPC ring (GPUs of one host)");
+  f.add("staged-pipeline", &cfg->staged_pipeline,
+        "--ring-transport staged: all_reduce cut into segments through N (1..4) pinned slots, "
+        "download, host ring and upload overlapping; 1: unpipelined");
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected arguments after --");
   check_backend_flags(f, *cfg, world, coll);
   cfg->two_level = comm::two_level_from_name(two_level);
+  comm::staged::set_pipeline_slots(static_cast<int>(cfg->staged_pipeline));  // forked ranks too
 
   ENGINE_USAGE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");
   cfg->world_size = static_cast<int>(world);

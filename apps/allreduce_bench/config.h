@@ -38,6 +38,8 @@ struct Config {
   // "ipc" (all_reduce on the CUDA IPC ring, comm/backends/cuda_ipc/cuda_ipc_ring.h, attached to the
   // Communicator).
   std::string ring_transport = "staged";
+  // --staged-pipeline N: the staged path's all_reduce through N pinned slots (1: unpipelined).
+  int64_t staged_pipeline = 1;
   // --two-level: host buffers' all_reduce in two levels across hosts (comm::TwoLevel).
   comm::TwoLevel two_level = comm::TwoLevel::Auto;
 

@@ -34,6 +34,9 @@ struct TrainConfig {
   std::string mode = "ddp";
   std::string dp_devices;          // "cuda:0,cuda:1", "cpu,cpu"; empty: every visible GPU
   std::string cuda_ring = "auto";  // --backend ring on GPUs: auto | staged | ipc
+  // Pinned slots of the staged path's pipelined all_reduce (comm/backends/staged/pipeline.h);
+  // 1: unpipelined.
+  int64_t staged_pipeline = 1;
   // Data parallelism (one process per rank).
   std::string backend = "ring";
   std::string init_method = "env://";

@@ -9,6 +9,7 @@
 #include "comm/backends/mpi/mpi_backend.h"
 #include "comm/backends/mpi/mpi_world.h"
 #include "comm/backends/nccl/nccl_group.h"
+#include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
 
 namespace engine::apps {
@@ -36,6 +37,7 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
   ENGINE_CHECK(mins[0] == -mins[1], "rank ", comm.rank(), " trains on ", dev.str(),
                " but other ranks train on ", dev.is_cuda() ? "the cpu" : "a GPU",
                ": every rank needs a GPU (or pass --device cpu)");
+  comm::staged::set_pipeline_slots(static_cast<int>(c.staged_pipeline));  // --staged-pipeline
   if (c.backend == "mpi") return attach_mpi(comm, dev, c.timeout_s);
   if (dev.is_cpu()) {
     ENGINE_CHECK(c.backend != "nccl",

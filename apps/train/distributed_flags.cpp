@@ -1,6 +1,7 @@
 // apps/train/distributed_flags.cpp: train's flags for what DDP and Horovod users reach for
 // (gradient accumulation, ZeRO-1, SyncBatchNorm, gradient compression), and their checks.
 #include "apps/train/config.h"
+#include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
 
 namespace engine::apps {
@@ -25,6 +26,10 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
         "1: ZeRO-1, each rank keeps the optimizer state of its shard of the parameters "
         "(gradients reduce_scatter'ed and parameters all_gather'ed in --bucket-mb buckets); "
         "0: off. Checkpoints stay one file, resumable with or without --zero");
+  f.add("staged-pipeline", &c.staged_pipeline,
+        "1..4: the staged path's CUDA all_reduce (--cuda-ring staged, or ipc's fallback) cut into "
+        "segments through N pinned slots, download, host ring and upload overlapping; 1 (the "
+        "default): one download, the host ring, one upload");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -57,6 +62,13 @@ std::string options_line(const TrainConfig& c) {
 }
 
 void validate_distributed(const TrainConfig& c) {
+  ENGINE_CHECK(c.staged_pipeline >= 1 && c.staged_pipeline <= comm::staged::kMaxSlots,
+               "--staged-pipeline must be 1..", comm::staged::kMaxSlots, ", got ",
+               c.staged_pipeline);
+  ENGINE_CHECK(
+      c.staged_pipeline == 1 || (c.backend == "ring" && c.device != "cpu"),
+      "--staged-pipeline pipelines how --backend ring stages GPU tensors; ",
+      c.device == "cpu" ? "--device cpu has none" : "--backend " + c.backend + " has none");
   ENGINE_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   ENGINE_CHECK(c.grad_compression == "none" || c.grad_compression == "bf16" ||
                    c.grad_compression == "fp16" || powersgd_rank(c) > 0,
