@@ -25,7 +25,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: bench_kernels [--threads N] [--device cpu|cuda] [--peak] [--benchmark_filter=REGEX]\n"
+    "usage: bench_kernels [--threads N] [--device cpu|cuda] [--cuda-kernels library|engine|both]\n"
+    "                     [--peak] [--benchmark_filter=REGEX]\n"
     "                     [--benchmark_format=json] [--benchmark_min_time=SECONDS]\n"
     "                     [--benchmark_out=FILE] ...\n"
     "A case is checked against the reference before it is timed; a failed check skips it\n"
@@ -36,6 +37,7 @@ constexpr const char* kUsage =
 struct Options {
   int64_t threads = 0;  // 0: all cores
   std::string device = "cpu";
+  std::string cuda_kernels = "both";
   bool peak = false;
   std::vector<std::string> benchmark_flags;  // --benchmark_*, for Google Benchmark
 };
@@ -52,6 +54,10 @@ bool parse_args(int argc, char** argv, Options* o) {
       "as one JSON line");
   f.add("device", &o->device,
         "cpu, or cuda / cuda:N: the same cases on a GPU, against its own ceilings");
+  f.add_choice("cuda-kernels", &o->cuda_kernels, {"library", "engine", "both"},
+               "with --device cuda: the library's kernels (the rows' plain names), the engine's "
+               "own (rows ending /engine, in place of the rows they twin), or both side by side; "
+               "the CPU cases accept it and change nothing");
   if (!f.parse(argc, argv)) {
     std::printf("\nGoogle Benchmark's flags:\n");
     benchmark::PrintDefaultHelp();
@@ -90,7 +96,7 @@ void init_benchmark(const char* program, std::vector<std::string> flags) {
 
 // Measures the device's ceilings and registers its cases, which add to *failures as they run;
 // say() reports a line of context. Returns the lines the console table starts with: the peaks.
-std::string register_cases(engine::Device device,
+std::string register_cases(engine::Device device, const std::string& cuda_kernels,
                            const std::function<void(const std::string&, const std::string&)>& say,
                            std::vector<engine::bench::Failure>* failures) {
   engine::bench::verify_sites_against_models();
@@ -113,7 +119,8 @@ std::string register_cases(engine::Device device,
     say("cuda_cases", "the CPU cases' names on " + device.str() +
                           ", checked against the same reference; idx_decode, normalize and comm's "
                           "reduce_into have no device kernel and are not run");
-    engine::bench::register_cuda_cases(ceilings, failures);
+    say("cuda_kernels", cuda_kernels + " (rows ending /engine: --cuda-kernels engine)");
+    engine::bench::register_cuda_cases(ceilings, cuda_kernels, failures);
   }
   return "";
 }
@@ -158,7 +165,7 @@ int run(int argc, char** argv) {
   };
   say("threads", std::to_string(engine::num_threads()));
   std::vector<engine::bench::Failure> failures;
-  engine::bench::TableReporter table(register_cases(device, say, &failures));
+  engine::bench::TableReporter table(register_cases(device, o.cuda_kernels, say, &failures));
   benchmark::RunSpecifiedBenchmarks(console ? &table : nullptr);
   benchmark::Shutdown();
 

@@ -51,7 +51,7 @@ if(ENGINE_HAS_CUDA)
   add_compile_definitions(ENGINE_WITH_CUDA=1)
   # Warnings as errors in device code.
   set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -Werror all-warnings -Xcompiler=-Wall")
-  set(ENGINE_CUDA_LIBRARIES CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+  set(ENGINE_CUDA_LIBRARIES CUDA::cudart CUDA::cublas CUDA::cublasLt ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
 endif()
 
 set(ENGINE_HAS_MPI OFF)

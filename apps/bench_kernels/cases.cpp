@@ -4,7 +4,8 @@
 // of the copy/triad bandwidth otherwise; one-thread bandwidth for the CPU's reduce_into; on CUDA,
 // of cuBLAS sgemm and the device-to-device copy), pct_of_peak (compute cases on the CPU: of the
 // measured FMA peak, the physical FP32 limit; bf16 can pass 100), check_err (the check's relative
-// error). linear_bf16/ and conv2d_bf16/: the same GEMM-shaped layers in bf16.
+// error). linear_bf16/ and conv2d_bf16/: the same GEMM-shaped layers in bf16. On CUDA, a row
+// ending /engine is the row before it under --cuda-kernels engine (kernels/choice.h).
 #include "apps/bench_kernels/cases.h"
 
 #include <benchmark/benchmark.h>
@@ -12,6 +13,8 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <set>
+#include <string>
 
 #include "apps/bench_kernels/data_ops.h"
 #include "apps/bench_kernels/shapes.h"
@@ -128,10 +131,17 @@ struct Registrar {
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }
-  // The table's perf cases that run on this device, in the table's order.
-  void add_table(const kernels::testing::PerfInputs& in) {
-    for (const KernelCase& kc : kernels::testing::perf_cases(in)) {
+  // The table's perf cases that run on this device, in the table's order; on CUDA, the rows
+  // of `which` (register_cuda_cases).
+  void add_table(const kernels::testing::PerfInputs& in, const std::string& which = "both") {
+    const std::vector<KernelCase> all = kernels::testing::perf_cases(in);
+    std::set<std::string> twinned;  // library rows with an /engine twin
+    for (const KernelCase& kc : all)
+      if (kc.engine) twinned.insert(kc.name.substr(0, kc.name.size() - 7));  // less "/engine"
+    for (const KernelCase& kc : all) {
       if (device < 0 ? !kc.cpu : !kc.cuda) continue;
+      if (which == "library" && kc.engine) continue;
+      if (which == "engine" && !kc.engine && twinned.count(kc.name)) continue;
       auto make = kc.make;
       const int d = device;
       add(kc.name, kc.ceiling, [make, d] { return make(d); });
@@ -165,10 +175,11 @@ void register_cpu_cases(const Ceilings& ceilings, std::vector<Failure>* failures
   add_data(r);
 }
 
-void register_cuda_cases(const CudaCeilings& ceilings, std::vector<Failure>* failures) {
+void register_cuda_cases(const CudaCeilings& ceilings, const std::string& which,
+                         std::vector<Failure>* failures) {
   Registrar r{
       {ceilings.sgemm_gflops, ceilings.copy_gbs, ceilings.copy_gbs}, ceilings.device, failures};
-  r.add_table({model_params(), nullptr});
+  r.add_table({model_params(), nullptr}, which);
 }
 
 }  // namespace engine::bench

@@ -25,6 +25,9 @@ void register_cpu_cases(const Ceilings& ceilings, std::vector<Failure>* failures
 // decoding and normalisation have no device kernel and are not registered. Each timed run queues
 // its calls on the compute stream and synchronises it before the clock is read; % of ceiling is
 // of cuBLAS SGEMM (GEMM-shaped ops) or of the device-to-device copy (the rest).
-void register_cuda_cases(const CudaCeilings& ceilings, std::vector<Failure>* failures);
+// which: "library" (the rows as before), "engine" (the /engine rows, --cuda-kernels engine,
+// in place of the library rows they twin) or "both" (each library row, then its /engine twin).
+void register_cuda_cases(const CudaCeilings& ceilings, const std::string& which,
+                         std::vector<Failure>* failures);
 
 }  // namespace engine::bench

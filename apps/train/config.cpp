@@ -7,6 +7,27 @@
 
 namespace engine::apps {
 
+namespace {
+
+// Where the model trains, and which CUDA kernels run there.
+void declare_device_flags(Flags& f, TrainConfig& c) {
+  f.add_choice(
+      "device", &c.device, {"auto", "cpu", "cuda"},
+      "where to train; auto: cuda (rank r on cuda:LOCAL_RANK) when a GPU answers, else cpu");
+  f.add_choice("mode", &c.mode, {"ddp", "dp"},
+               "ddp: one process per rank (DistributedDataParallel); dp: one process drives every "
+               "device of --dp-devices (nn.DataParallel)");
+  f.add("dp-devices", &c.dp_devices,
+        "--mode dp: devices, comma-separated (cuda:0,cuda:1 or cpu,cpu); empty: every visible GPU");
+  f.add_choice("cuda-kernels", &c.cuda_kernels, {"library", "engine"},
+               "on a GPU: library runs cuDNN, cuBLAS and the kernels a GPU has run right; engine "
+               "runs the engine's own deterministic kernels (convolution and linear weight "
+               "gradients, pool backward, GEMMs with their bias; kernels/choice.h), not yet "
+               "run on a GPU; the CPU accepts either and changes nothing");
+}
+
+}  // namespace
+
 void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add_choice("model", &c.model, {"simplecnn", "convnet", "net", "linear"}, "model to train");
   f.add("data-dir", &c.data_dir, "folder with the MNIST-format IDX files (raw or .gz)");
@@ -46,14 +67,7 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add_switch("eval-only", &c.eval_only,
                "evaluate the weights of --init-from or --resume on the test split; no training");
   f.add("metrics", &c.metrics, "write one JSON line per epoch to this file");
-  f.add_choice(
-      "device", &c.device, {"auto", "cpu", "cuda"},
-      "where to train; auto: cuda (rank r on cuda:LOCAL_RANK) when a GPU answers, else cpu");
-  f.add_choice("mode", &c.mode, {"ddp", "dp"},
-               "ddp: one process per rank (DistributedDataParallel); dp: one process drives every "
-               "device of --dp-devices (nn.DataParallel)");
-  f.add("dp-devices", &c.dp_devices,
-        "--mode dp: devices, comma-separated (cuda:0,cuda:1 or cpu,cpu); empty: every visible GPU");
+  declare_device_flags(f, c);
   f.add_choice("backend", &c.backend, {"ring", "nccl", "mpi"},
                "collectives: our ring (CPU or CUDA tensors), NCCL (CUDA tensors) or MPI (every "
                "collective through Open MPI, CUDA tensors staged; ranks started by mpirun)");

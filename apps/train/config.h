@@ -27,8 +27,9 @@ struct TrainConfig {
   bool eval_only = false;
   // stop | skip | off: what a non-finite loss, gradient or weight does (apps/train/nonfinite.h).
   std::string nonfinite = "stop";
-  std::string precision = "fp32";  // fp32 | bf16: conv2d and linear in bf16 (nn/precision.h)
-  std::string device = "auto";     // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
+  std::string precision = "fp32";        // fp32 | bf16: conv2d and linear in bf16 (nn/precision.h)
+  std::string cuda_kernels = "library";  // library | engine: kernels/choice.h (GPU only)
+  std::string device = "auto";           // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
   // ddp: one process per rank (DistributedDataParallel); dp: this one process drives every device
   // of dp_devices (nn.DataParallel).
   std::string mode = "ddp";

@@ -21,6 +21,7 @@
 #include "core/trace.h"
 #include "data/partition.h"
 #include "data/sampler.h"
+#include "kernels/choice.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/peak.h"
 #include "nn/checkpoint_check.h"
@@ -200,6 +201,7 @@ void Trainer::build() {
   if (precision == nn::Precision::BF16 && device_.is_cpu())
     kernels::cpu::require_avx512_bf16("--precision bf16");  // --mode dp on CPUs, --device auto
   nn::set_matmul_precision(precision);
+  kernels::set_cuda_kernels(kernels::parse_cuda_kernels(c_.cuda_kernels));  // CPU: no effect
   if (rank_ == 0 && precision == nn::Precision::BF16 && !c_.eval_only)
     std::printf(
         "Precision bf16: conv2d and linear multiply bf16 operands with fp32 sums (one-channel "

@@ -6,12 +6,17 @@
 //   conv2d: operands rounded to bf16 values held in fp32, then the fp32 cuDNN convolutions of
 //           conv2d.cu (FMA math): the same numbers as the CPU's bf16 kernels, without cuDNN's
 //           bf16 tensor-core path (its legacy API needs bf16 outputs too; not yet done).
+//   --cuda-kernels engine: both weight gradients are the engine's fixed-order kernel
+//           (wgrad.cu), which rounds each operand to bf16 as it loads it (fp32 sums); the linear
+//           forward is cuBLASLt on the bf16 copies with the bias in its epilogue (linear_lt.cu);
+//           conv2d's forward and input gradient are im2col + bf16 GemmEx (conv_bf16.cu).
 // Row-major operands read as transposed column-major, as linear.cu explains.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
 #include "core/cuda_backend.h"
 #include "core/error.h"
+#include "kernels/choice.h"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/handles.cuh"
 #include "kernels/cuda/internal.cuh"
@@ -69,6 +74,10 @@ void linear_forward_bf16(int device, const float* x, const float* w, const float
   detail::check_linear(s, "cuda::linear_forward_bf16");
   if (s.n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
+  if (cuda_kernels() == CudaKernels::Engine) {  // the bias in cuBLASLt's epilogue
+    Bf16Copy xb(device, x, s.n * s.in), wb(device, w, s.out * s.in);
+    return detail::engine_linear_forward(device, xb.get(), wb.get(), b, y, s, true);
+  }
   if (b) detail::broadcast_rows(device, b, y, s.n, s.out);
   Bf16Copy xb(device, x, s.n * s.in), wb(device, w, s.out * s.in);
   // y^T (out, N) = w x^T (+ the bias rows already in y)
@@ -91,6 +100,8 @@ void linear_backward_weight_bf16(int device, const float* dy, const float* x, fl
                                  const LinearShape& s, float beta) {
   detail::check_linear(s, "cuda::linear_backward_weight_bf16");
   ::engine::cuda::DeviceGuard guard(device);
+  if (cuda_kernels() == CudaKernels::Engine)  // rounds as it loads: no bf16 copies
+    return detail::engine_linear_wgrad(device, dy, x, dw, s, beta, true);
   if (s.n == 0) return detail::scale_or_zero(device, dw, s.out * s.in, beta);
   Bf16Copy dyb(device, dy, s.n * s.out), xb(device, x, s.n * s.in);
   // dw^T (in, out) = x^T dy
@@ -101,6 +112,8 @@ void linear_backward_weight_bf16(int device, const float* dy, const float* x, fl
 void conv2d_forward_bf16(int device, const float* x, const float* w, const float* b, float* y,
                          const Conv2dShape& s) {
   ::engine::cuda::DeviceGuard guard(device);
+  if (cuda_kernels() == CudaKernels::Engine)  // tensor cores (conv_bf16.cu)
+    return detail::engine_conv2d_forward_bf16(device, x, w, b, y, s);
   RoundedCopy xr(device, x, s.x_count()), wr(device, w, s.w_count());
   conv2d_forward(device, xr.get(), wr.get(), b, y, s);
 }
@@ -108,6 +121,8 @@ void conv2d_forward_bf16(int device, const float* x, const float* w, const float
 void conv2d_backward_input_bf16(int device, const float* dy, const float* w, float* dx,
                                 const Conv2dShape& s) {
   ::engine::cuda::DeviceGuard guard(device);
+  if (cuda_kernels() == CudaKernels::Engine)  // tensor cores (conv_bf16.cu)
+    return detail::engine_conv2d_backward_input_bf16(device, dy, w, dx, s);
   RoundedCopy dyr(device, dy, s.y_count()), wr(device, w, s.w_count());
   conv2d_backward_input(device, dyr.get(), wr.get(), dx, s);
 }
@@ -116,6 +131,8 @@ void conv2d_backward_weight_bf16(int device, const float* x, const float* dy, fl
                                  const Conv2dShape& s, float beta) {
   ::engine::cuda::DeviceGuard guard(device);
   if (db) conv2d_backward_bias(device, dy, db, s, beta);  // fp32 sum of the unrounded dy
+  if (cuda_kernels() == CudaKernels::Engine)              // rounds as it loads: no rounded copies
+    return detail::engine_conv2d_wgrad(device, x, dy, dw, nullptr, s, beta, true);
   RoundedCopy xr(device, x, s.x_count()), dyr(device, dy, s.y_count());
   conv2d_backward_weight(device, xr.get(), dyr.get(), dw, nullptr, s, beta);
 }

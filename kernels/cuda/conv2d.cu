@@ -7,7 +7,9 @@
 // Math is CUDNN_FMA_MATH: plain FP32, no TF32, so results stay within float rounding of the CPU
 // kernels. Workspace comes from the caching allocator and goes back right after the call is queued:
 // everything runs on the compute stream, so the next user of that block is queued after this
-// convolution.
+// convolution. --cuda-kernels engine: the weight gradient is the engine's own
+// (kernels/cuda/wgrad.cu); the forward and the input gradient stay cuDNN's (their deterministic
+// choices are fast).
 #include <cudnn.h>
 
 #include <memory>
@@ -17,6 +19,7 @@
 
 #include "core/cuda_backend.h"
 #include "core/error.h"
+#include "kernels/choice.h"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/handles.cuh"
 #include "kernels/cuda/internal.cuh"
@@ -228,6 +231,8 @@ void conv2d_backward_weight(int device, const float* x, const float* dy, float* 
                             const Conv2dShape& s, float beta) {
   check(s, "cuda::conv2d_backward_weight");
   ::engine::cuda::DeviceGuard guard(device);
+  if (cuda_kernels() == CudaKernels::Engine)  // dw and db in one pass (kernels/cuda/wgrad.cu)
+    return detail::engine_conv2d_wgrad(device, x, dy, dw, db, s, beta, false);
   if (db) conv2d_backward_bias(device, dy, db, s, beta);
   if (s.n == 0) {  // no samples: dw = beta * dw, zeros when beta is 0 (as the CPU)
     detail::scale_or_zero(device, dw, s.w_count(), beta);

@@ -1,4 +1,5 @@
-// kernels/cuda/handles.cu: per-device cuBLAS and cuDNN handles, and the two check functions.
+// kernels/cuda/handles.cu: per-device cuBLAS, cuBLASLt and cuDNN handles, and the two check
+// functions.
 #include <array>
 #include <mutex>
 
@@ -13,8 +14,9 @@ namespace {
 constexpr int kMaxDevices = 64;
 
 struct Handles {
-  std::once_flag blas_once, dnn_once;
+  std::once_flag blas_once, dnn_once, lt_once;
   cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
 };
 
@@ -52,6 +54,17 @@ cublasHandle_t cublas_handle(int device) {
     h.blas = b;
   });
   return h.blas;
+}
+
+cublasLtHandle_t cublaslt_handle(int device) {
+  Handles& h = handles(device);
+  std::call_once(h.lt_once, [&] {
+    ::engine::cuda::DeviceGuard guard(device);
+    cublasLtHandle_t lt = nullptr;
+    CUBLAS_CHECK(cublasLtCreate(&lt));
+    h.lt = lt;
+  });
+  return h.lt;
 }
 
 cudnnHandle_t cudnn_handle(int device) {

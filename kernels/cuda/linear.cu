@@ -8,7 +8,10 @@
 //   backward dw  dw (out,in) = dy^T x   <=>  dw^T (in,out) = x^T dy   : gemm(N, T, in, out, N)
 // where w (out,in) row-major is w^T (in,out) column-major with ld = in, x^T is x with ld = in,
 // and dy^T is dy with ld = out.
+// --cuda-kernels engine: the forward on cuBLASLt with the bias in its epilogue (linear_lt.cu), the
+// weight gradient the engine's fixed-order kernel (wgrad.cu).
 #include "core/error.h"
+#include "kernels/choice.h"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/handles.cuh"
 #include "kernels/cuda/internal.cuh"
@@ -49,6 +52,8 @@ void linear_forward(int device, const float* x, const float* w, const float* b, 
   detail::check_linear(s, "cuda::linear_forward");
   if (s.n == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
+  if (cuda_kernels() == CudaKernels::Engine)
+    return detail::engine_linear_forward(device, x, w, b, y, s, false);
   float beta = 0.f;
   if (b) {  // y = b broadcast, then y += x w^T
     detail::broadcast_rows(device, b, y, s.n, s.out);
@@ -73,6 +78,8 @@ void linear_backward_weight(int device, const float* dy, const float* x, float* 
                             const LinearShape& s, float beta) {
   detail::check_linear(s, "cuda::linear_backward_weight");
   ::engine::cuda::DeviceGuard guard(device);
+  if (cuda_kernels() == CudaKernels::Engine)
+    return detail::engine_linear_wgrad(device, dy, x, dw, s, beta, false);
   // No samples: dw = beta * dw, zeros when beta is 0 (as the CPU), not left to cuBLAS with k = 0.
   if (s.n == 0) return detail::scale_or_zero(device, dw, s.out * s.in, beta);
   const float alpha = 1.f;

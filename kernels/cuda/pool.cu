@@ -5,8 +5,10 @@
 // sums where windows overlap are deterministic.
 #include "core/error.h"
 #include "kernels/activation.h"
+#include "kernels/choice.h"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/pool_gather.h"
 #include "kernels/pool.h"
 
 namespace engine::kernels::cuda {
@@ -55,6 +57,15 @@ __global__ void max_pool_backward_kernel(const float* dy, const float* y, const 
   }
 }
 
+template <bool Relu>
+__global__ void engine_pool_backward_kernel(const float* dy, const float* y, const int32_t* arg,
+                                            float* dx, PoolGeom g, int32_t count) {
+  const int32_t step = static_cast<int32_t>(gridDim.x * blockDim.x);
+  for (int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x); i < count;
+       i += step)
+    dx[i] = pool_gather<Relu>(dy, y, arg, g, i);
+}
+
 void check(const Pool2dShape& s, const char* what) {
   ENGINE_CHECK(s.n >= 0 && s.c > 0 && s.k > 0 && s.stride > 0 && s.h >= s.k && s.w >= s.k, what,
                ": bad shape (", s.n, ", ", s.c, ", ", s.h, ", ", s.w, ") for window ", s.k,
@@ -78,6 +89,17 @@ void launch_backward(int device, const float* dy, const float* y, const int32_t*
   const int64_t count = s.planes() * s.h * s.w;
   if (count == 0) return;
   ::engine::cuda::DeviceGuard guard(device);
+  // count + a grid's stride stays under 2^31: int32 indices cannot wrap.
+  if (cuda_kernels() == CudaKernels::Engine && count < INT32_MAX / 2) {
+    const PoolGeom g{static_cast<int32_t>(s.h),    static_cast<int32_t>(s.w),
+                     static_cast<int32_t>(s.k),    static_cast<int32_t>(s.stride),
+                     static_cast<int32_t>(s.oh()), static_cast<int32_t>(s.ow())};
+    engine_pool_backward_kernel<Relu>
+        <<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(
+            dy, y, arg, dx, g, static_cast<int32_t>(count));
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   max_pool_backward_kernel<Relu>
       <<<blocks_for(count), kThreads, 0, ::engine::cuda::compute_stream(device)>>>(dy, y, arg, dx,
                                                                                    s);

@@ -1,11 +1,13 @@
 // kernels/testing/case_list.h: what the check and perf tables (table_check.cpp, table_perf.cpp)
-// share to write their cases: a list to add to, and the factory of an op's CPU or CUDA Op.
+// share to write their cases: a list to add to, and the factory of an op's CPU or CUDA Op; the
+// engine twins of CUDA cases (--cuda-kernels engine, kernels/choice.h).
 #pragma once
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/choice.h"
 #include "kernels/testing/ops_cuda.h"
 #include "kernels/testing/ops_elementwise.h"
 #include "kernels/testing/ops_gemm_conv.h"
@@ -31,17 +33,64 @@ MakeOp cpu_op(Args... args) {
   return [=](int) -> std::unique_ptr<Op> { return std::make_unique<CpuOp>(args...); };
 }
 
+// An Op whose calls run under the process choice `k` (kernels/choice.h), which it then puts back.
+class ChoiceOp : public Op {
+ public:
+  ChoiceOp(CudaKernels k, std::unique_ptr<Op> op) : k_(k), op_(std::move(op)) {}
+  void run() override {
+    Scoped s(k_);
+    op_->run();
+  }
+  CheckResult check() override {
+    Scoped s(k_);
+    return op_->check();
+  }
+  double flops() const override { return op_->flops(); }
+  double bytes() const override { return op_->bytes(); }
+
+  // Sets the choice for its lifetime.
+  class Scoped {
+   public:
+    explicit Scoped(CudaKernels k) : old_(cuda_kernels()) { set_cuda_kernels(k); }
+    ~Scoped() { set_cuda_kernels(old_); }
+    Scoped(const Scoped&) = delete;
+    Scoped& operator=(const Scoped&) = delete;
+
+   private:
+    CudaKernels old_;
+  };
+
+ private:
+  CudaKernels k_;
+  std::unique_ptr<Op> op_;
+};
+
 class CaseList {
  public:
-  // A case on the CPU and, when cuda, on a CUDA device.
+  // A case on the CPU (unless not cpu) and, when cuda, on a CUDA device.
   void add(std::string name, Ceiling ceiling, MakeOp make, bool cuda,
-           Precision precision = Precision::FP32) {
+           Precision precision = Precision::FP32, bool cpu = true) {
     KernelCase c;
     c.name = std::move(name);
     c.ceiling = ceiling;
     c.precision = precision;
+    c.cpu = cpu;
     c.cuda = cuda;
     c.make = std::move(make);
+    cases_.push_back(std::move(c));
+  }
+  // The CUDA case `name`/engine: make's Op under --cuda-kernels engine (not on the CPU).
+  void add_engine(const std::string& name, Ceiling ceiling, MakeOp make) {
+    KernelCase c;
+    c.name = name + "/engine";
+    c.ceiling = ceiling;
+    c.cpu = false;
+    c.cuda = true;
+    c.engine = true;
+    c.make = [make](int device) -> std::unique_ptr<Op> {
+      ChoiceOp::Scoped s(CudaKernels::Engine);
+      return std::make_unique<ChoiceOp>(CudaKernels::Engine, make(device));
+    };
     cases_.push_back(std::move(c));
   }
   std::vector<KernelCase> take() { return std::move(cases_); }

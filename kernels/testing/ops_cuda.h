@@ -128,13 +128,16 @@ class DeviceBuffer {
   T* p_ = nullptr;
 };
 
-// x (N, in), w (out, in), b (out), dy (N, out), as LinearOp; cuBLAS SGEMM.
+// x (N, in), w (out, in), b (out), dy (N, out), as LinearOp; cuBLAS SGEMM. In bf16 (the
+// engine's only, so far): checked against ref:: on the operands rounded to bf16, as LinearOp.
 class CudaLinearOp : public Op {
  public:
-  CudaLinearOp(int device, ConvPass pass, const kernels::LinearShape& s)
+  CudaLinearOp(int device, ConvPass pass, const kernels::LinearShape& s,
+               Precision prec = Precision::FP32)
       : dev_(device),
         pass_(pass),
         s_(s),
+        bf16_(prec == Precision::BF16),
         hx_(uniform(s.n * s.in, 1)),
         hw_(uniform(s.out * s.in, 2)),
         hb_(uniform(s.out, 3)),
@@ -151,13 +154,14 @@ class CudaLinearOp : public Op {
     namespace kg = kernels::cuda;
     switch (pass_) {
       case ConvPass::Forward:
-        kg::linear_forward(dev_, x_, w_, b_, y_, s_);
+        (bf16_ ? kg::linear_forward_bf16 : kg::linear_forward)(dev_, x_, w_, b_, y_, s_);
         break;
       case ConvPass::BackwardInput:
-        kg::linear_backward_data(dev_, dy_, w_, dx_, s_);
+        (bf16_ ? kg::linear_backward_data_bf16 : kg::linear_backward_data)(dev_, dy_, w_, dx_, s_);
         break;
       case ConvPass::BackwardWeight:
-        kg::linear_backward_weight(dev_, dy_, x_, dw_, s_, 0.f);
+        (bf16_ ? kg::linear_backward_weight_bf16 : kg::linear_backward_weight)(dev_, dy_, x_, dw_,
+                                                                               s_, 0.f);
         break;
     }
   }
@@ -167,13 +171,18 @@ class CudaLinearOp : public Op {
     dx_.poison();
     dw_.poison();
     run();
+    Buffer<float> x = bf16_ ? rounded(hx_) : Buffer<float>(),
+                  w = bf16_ ? rounded(hw_) : Buffer<float>(),
+                  dy = bf16_ ? rounded(hdy_) : Buffer<float>();
+    const float *xr = bf16_ ? x.get() : hx_.get(), *wr = bf16_ ? w.get() : hw_.get(),
+                *dyr = bf16_ ? dy.get() : hdy_.get();
     if (pass_ == ConvPass::Forward) {
       Buffer<float> want(s_.n * s_.out);
-      kernels::ref::linear_forward(hx_, hw_, hb_, want, s_);
+      kernels::ref::linear_forward(xr, wr, hb_, want, s_);
       return compare("y", y_.to_host(), want, want.count(), cublas_tol(s_.in));
     }
     Buffer<float> dx(s_.n * s_.in), dw(s_.out * s_.in), db(s_.out);
-    kernels::ref::linear_backward(hx_, hw_, hdy_, dx, dw, db, s_);
+    kernels::ref::linear_backward(xr, wr, dyr, dx, dw, db, s_);
     if (pass_ == ConvPass::BackwardInput)
       return compare("dx", dx_.to_host(), dx, dx.count(), cublas_tol(s_.out));
     return compare("dw", dw_.to_host(), dw, dw.count(), cublas_tol(s_.n));
@@ -189,18 +198,21 @@ class CudaLinearOp : public Op {
   int dev_;
   ConvPass pass_;
   kernels::LinearShape s_;
+  bool bf16_;
   Buffer<float> hx_, hw_, hb_, hdy_;
   DeviceBuffer<float> x_, w_, b_, dy_, y_, dx_, dw_;
 };
 
 // As Conv2dOp, on cuDNN (its algorithm is found on the first call: in check(), before timing).
-// Backward weight is the filter gradient then the bias gradient (beta 0), as training calls them.
+// Backward weight is the filter and the bias gradient in one call (beta 0), as training calls it.
 class CudaConv2dOp : public Op {
  public:
-  CudaConv2dOp(int device, ConvPass pass, const kernels::Conv2dShape& s)
+  CudaConv2dOp(int device, ConvPass pass, const kernels::Conv2dShape& s,
+               Precision prec = Precision::FP32)
       : dev_(device),
         pass_(pass),
         s_(s),
+        bf16_(prec == Precision::BF16),
         hx_(uniform(s.x_count(), 11)),
         hw_(uniform(s.w_count(), 12)),
         hb_(uniform(s.c_out, 13)),
@@ -218,14 +230,15 @@ class CudaConv2dOp : public Op {
     namespace kg = kernels::cuda;
     switch (pass_) {
       case ConvPass::Forward:
-        kg::conv2d_forward(dev_, x_, w_, b_, y_, s_);
+        (bf16_ ? kg::conv2d_forward_bf16 : kg::conv2d_forward)(dev_, x_, w_, b_, y_, s_);
         break;
       case ConvPass::BackwardInput:
-        kg::conv2d_backward_input(dev_, dy_, w_, dx_, s_);
+        (bf16_ ? kg::conv2d_backward_input_bf16 : kg::conv2d_backward_input)(dev_, dy_, w_, dx_,
+                                                                             s_);
         break;
       case ConvPass::BackwardWeight:
-        kg::conv2d_backward_weight(dev_, x_, dy_, dw_, nullptr, s_, 0.f);
-        kg::conv2d_backward_bias(dev_, dy_, db_, s_, 0.f);
+        (bf16_ ? kg::conv2d_backward_weight_bf16 : kg::conv2d_backward_weight)(dev_, x_, dy_, dw_,
+                                                                               db_, s_, 0.f);
         break;
     }
   }
@@ -237,15 +250,20 @@ class CudaConv2dOp : public Op {
     db_.poison();
     run();
     namespace kr = kernels::ref;
+    Buffer<float> x = bf16_ ? rounded(hx_) : Buffer<float>(),
+                  w = bf16_ ? rounded(hw_) : Buffer<float>(),
+                  dy = bf16_ ? rounded(hdy_) : Buffer<float>();
+    const float *xr = bf16_ ? x.get() : hx_.get(), *wr = bf16_ ? w.get() : hw_.get(),
+                *dyr = bf16_ ? dy.get() : hdy_.get();
     switch (pass_) {
       case ConvPass::Forward: {
         Buffer<float> want(s_.y_count());
-        kr::conv2d_forward(hx_, hw_, hb_, want, s_);
+        kr::conv2d_forward(xr, wr, hb_, want, s_);
         return compare("y", y_.to_host(), want, want.count(), cudnn_tol(s_.k()));
       }
       case ConvPass::BackwardInput: {
         Buffer<float> want(s_.x_count());
-        kr::conv2d_backward_input(hdy_, hw_, want, s_);
+        kr::conv2d_backward_input(dyr, wr, want, s_);
         return compare("dx", dx_.to_host(), want, want.count(),
                        cudnn_tol(s_.c_out * s_.kh * s_.kw));
       }
@@ -253,8 +271,8 @@ class CudaConv2dOp : public Op {
         break;
     }
     Buffer<float> dw(s_.w_count()), db(s_.c_out);
-    kr::conv2d_backward_weight(hx_, hdy_, dw, s_);
-    kr::conv2d_backward_bias(hdy_, db, s_);
+    kr::conv2d_backward_weight(xr, dyr, dw, s_);
+    kr::conv2d_backward_bias(hdy_, db, s_);  // fp32 in both precisions
     const int64_t k = s_.n * s_.oh() * s_.ow();
     return worst_of({compare("dw", dw_.to_host(), dw, dw.count(), cudnn_tol(k)),
                      compare("db", db_.to_host(), db, db.count(), device_sum_tol(k))});
@@ -269,6 +287,7 @@ class CudaConv2dOp : public Op {
   int dev_;
   ConvPass pass_;
   kernels::Conv2dShape s_;
+  bool bf16_;
   Buffer<float> hx_, hw_, hb_, hdy_;
   DeviceBuffer<float> x_, w_, b_, dy_, y_, dx_, dw_, db_;
 };

@@ -1,6 +1,7 @@
 // kernels/testing/table_check.cpp: the check cases (table.h check_cases): the models' layers at
 // small batches, then awkward shapes. The cases marked for CUDA are the ones checked on a GPU so
-// far (the models' layers and a strided convolution); the others run on the CPU only.
+// far (the models' layers and a strided convolution); the others run on the CPU only. The /engine
+// cases: the CUDA kernels of --cuda-kernels engine, at every shape (CUDA only).
 #include <utility>
 
 #include "kernels/testing/case_list.h"
@@ -36,10 +37,14 @@ void add_linear(CaseList& l) {
   int k = 0;
   for (auto& s : shapes) {
     const bool model = k++ < 6;
+    const std::string name = "linear/" + i(s[0]) + "x" + i(s[1]) + "x" + i(s[2]) + "/";
     for (ConvPass p : kPasses)
-      l.add("linear/" + i(s[0]) + "x" + i(s[1]) + "x" + i(s[2]) + "/" + pass_name(p),
-            Ceiling::Compute, either<LinearOp, CudaLinearOp>(p, LinearShape{s[0], s[1], s[2]}),
-            model);
+      l.add(name + pass_name(p), Ceiling::Compute,
+            either<LinearOp, CudaLinearOp>(p, LinearShape{s[0], s[1], s[2]}), model);
+    // --cuda-kernels engine's own forward and weight gradient, at every shape.
+    for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardWeight})
+      l.add_engine(name + pass_name(p), Ceiling::Compute,
+                   either<LinearOp, CudaLinearOp>(p, LinearShape{s[0], s[1], s[2]}));
   }
 }
 
@@ -81,11 +86,16 @@ void add_conv2d(CaseList& l) {
         l.add("conv2d/" + conv_name(s) + "/" + algo_name + "/" + pass_name(p), Ceiling::Compute,
               make, cuda);
       }
+    // --cuda-kernels engine's own weight gradient (with the bias), at every shape.
+    const ConvPass wgrad = ConvPass::BackwardWeight;
+    l.add_engine("conv2d/" + conv_name(s) + "/" + pass_name(wgrad), Ceiling::Compute,
+                 either<Conv2dOp, CudaConv2dOp>(wgrad, s));
   }
 }
 
 // The models' layers at batch 8 (big enough for the vdpbf16ps GEMM), a strided and an empty one
-// (the rounding path), checked against ref:: on operands rounded to bf16. CPU only.
+// (the rounding path), checked against ref:: on operands rounded to bf16. CPU, and the
+// /engine twins of the passes --cuda-kernels engine runs its own way on CUDA.
 void add_bf16(CaseList& l) {
   const Precision bf16 = Precision::BF16;
   const int64_t linear[][3] = {{8, 3136, 128}, {8, 128, 10}, {8, 1568, 10},
@@ -95,13 +105,23 @@ void add_bf16(CaseList& l) {
                                {8, 1, 28, 28, 10, 5, 5, 1, 0}, {8, 10, 12, 12, 20, 5, 5, 1, 0},
                                {2, 3, 11, 9, 5, 3, 3, 2, 1},   {0, 4, 5, 5, 4, 3, 3, 1, 1}};
   for (ConvPass p : kPasses) {
-    for (auto& s : linear)
-      l.add("linear_bf16/" + i(s[0]) + "x" + i(s[1]) + "x" + i(s[2]) + "/" + pass_name(p),
-            Ceiling::Compute, cpu_op<LinearOp>(p, LinearShape{s[0], s[1], s[2]}, bf16), false,
-            bf16);
-    for (const Conv2dShape& s : convs)
-      l.add("conv2d_bf16/" + conv_name(s) + "/" + pass_name(p), Ceiling::Compute,
-            cpu_op<Conv2dOp>(p, s, cpu::ConvAlgo::Auto, bf16), false, bf16);
+    for (auto& s : linear) {
+      const std::string name =
+          "linear_bf16/" + i(s[0]) + "x" + i(s[1]) + "x" + i(s[2]) + "/" + pass_name(p);
+      const LinearShape shape{s[0], s[1], s[2]};
+      l.add(name, Ceiling::Compute, cpu_op<LinearOp>(p, shape, bf16), false, bf16);
+      // --cuda-kernels engine's bf16 forward and weight gradient (CUDA only).
+      if (p != ConvPass::BackwardInput)
+        l.add_engine(name, Ceiling::Compute,
+                     [=](int d) { return std::make_unique<CudaLinearOp>(d, p, shape, bf16); });
+    }
+    for (const Conv2dShape& s : convs) {
+      const std::string name = "conv2d_bf16/" + conv_name(s) + "/" + pass_name(p);
+      l.add(name, Ceiling::Compute, cpu_op<Conv2dOp>(p, s, cpu::ConvAlgo::Auto, bf16), false, bf16);
+      // --cuda-kernels engine's bf16 convolutions, every pass (CUDA only).
+      l.add_engine(name, Ceiling::Compute,
+                   [=](int d) { return std::make_unique<CudaConv2dOp>(d, p, s, bf16); });
+    }
   }
 }
 
@@ -113,10 +133,13 @@ void add_pool_relu(CaseList& l, bool bwd) {
                                {1, 4, 5, 5, 3, 1},    {2, 1, 6, 11, 3, 3},   {1, 1, 1, 1, 1, 1},
                                {64, 32, 28, 28, 2, 2}};
   int k = 0;
-  for (const Pool2dShape& s : pools)
-    l.add("max_pool2d/" + i(s.n) + "x" + i(s.c) + "x" + i(s.h) + "x" + i(s.w) + "_k" + i(s.k) +
-              "_s" + i(s.stride) + "/" + dir_name(bwd),
-          Ceiling::Memory, either<MaxPool2dOp, CudaMaxPool2dOp>(bwd, s), k++ < 3);
+  for (const Pool2dShape& s : pools) {
+    const std::string name = "max_pool2d/" + i(s.n) + "x" + i(s.c) + "x" + i(s.h) + "x" + i(s.w) +
+                             "_k" + i(s.k) + "_s" + i(s.stride) + "/" + dir_name(bwd);
+    l.add(name, Ceiling::Memory, either<MaxPool2dOp, CudaMaxPool2dOp>(bwd, s), k++ < 3);
+    if (bwd)  // --cuda-kernels engine's gather, at every shape
+      l.add_engine(name, Ceiling::Memory, either<MaxPool2dOp, CudaMaxPool2dOp>(bwd, s));
+  }
   k = 0;
   for (int64_t n : {1, 15, 2 * 32 * 14 * 14 + 3, 100003})
     l.add("relu/" + i(n) + "/" + dir_name(bwd), Ceiling::Memory, either<ReluOp, CudaReluOp>(bwd, n),

@@ -1,6 +1,8 @@
 // kernels/testing/table_perf.cpp: the perf cases (table.h perf_cases): every layer site of the
 // models (sites.h) at batch 64 and 128, each pass, as bench_kernels names and orders its rows.
-// linear_bf16/ and conv2d_bf16/: the same GEMM-shaped layers in bf16 (CPU only).
+// linear_bf16/ and conv2d_bf16/: the same GEMM-shaped layers in bf16 (the CPU's rows where it
+// has AVX512_BF16; CUDA's always). A row ending
+// /engine: the CUDA row before it under --cuda-kernels engine (kernels/choice.h).
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/testing/case_list.h"
 
@@ -20,45 +22,82 @@ Conv2dShape conv_shape(const ConvSite& c, int64_t n) {
   return {n, c.c_in, c.h, c.w, c.c_out, c.k, c.k, 1, c.pad};
 }
 
+// Where --cuda-kernels engine has kernels of its own: linear's forward and weight gradient,
+// conv2d's weight gradient.
+bool engine_linear(ConvPass p) {
+  return p != ConvPass::BackwardInput;
+}
+bool engine_conv(ConvPass p) {
+  return p == ConvPass::BackwardWeight;
+}
+
+// Each row, then its /engine twin (CUDA only) where the engine has a kernel of its own.
 void add_gemm_shaped(CaseList& l) {
   for (auto& s : linear_sites())
     for (ConvPass p : kPasses)
-      for (int64_t n : kBatches)
-        l.add("linear/" + site(s.model, s.layer) + "/" + pass_name(p) + bsuffix(n),
-              Ceiling::Compute, either<LinearOp, CudaLinearOp>(p, LinearShape{n, s.in, s.out}),
-              true);
+      for (int64_t n : kBatches) {
+        const std::string name =
+            "linear/" + site(s.model, s.layer) + "/" + pass_name(p) + bsuffix(n);
+        MakeOp make = either<LinearOp, CudaLinearOp>(p, LinearShape{n, s.in, s.out});
+        l.add(name, Ceiling::Compute, make, true);
+        if (engine_linear(p)) l.add_engine(name, Ceiling::Compute, make);
+      }
   for (auto& c : conv_sites())
     for (ConvPass p : kPasses)
-      for (int64_t n : kBatches)
-        l.add("conv2d/" + site(c.model, c.layer) + "/" + pass_name(p) + bsuffix(n),
-              Ceiling::Compute, either<Conv2dOp, CudaConv2dOp>(p, conv_shape(c, n)), true);
+      for (int64_t n : kBatches) {
+        const std::string name =
+            "conv2d/" + site(c.model, c.layer) + "/" + pass_name(p) + bsuffix(n);
+        MakeOp make = either<Conv2dOp, CudaConv2dOp>(p, conv_shape(c, n));
+        l.add(name, Ceiling::Compute, make, true);
+        if (engine_conv(p)) l.add_engine(name, Ceiling::Compute, make);
+      }
 }
 
-// The same layers under --precision bf16 (kernels/cpu/bf16_ops.h), on CPUs with AVX512_BF16.
+// The same layers under --precision bf16: on the CPU where it has AVX512_BF16 (kernels/cpu/
+// bf16_ops.h), and on CUDA (kernels/cuda/bf16_ops.cu), each CUDA row then its /engine twin where
+// --cuda-kernels engine runs it its own way (every bf16 conv2d pass, linear's forward and weight
+// gradient).
 void add_gemm_shaped_bf16(CaseList& l) {
-  if (!cpu::has_avx512_bf16()) return;
   const Precision bf16 = Precision::BF16;
+  const bool cpu = cpu::has_avx512_bf16();
   for (auto& s : linear_sites())
     for (ConvPass p : kPasses)
-      for (int64_t n : kBatches)
-        l.add("linear_bf16/" + site(s.model, s.layer) + "/" + pass_name(p) + bsuffix(n),
-              Ceiling::Compute, cpu_op<LinearOp>(p, LinearShape{n, s.in, s.out}, bf16), false,
-              bf16);
+      for (int64_t n : kBatches) {
+        const LinearShape shape{n, s.in, s.out};
+        MakeOp make = [=](int d) -> std::unique_ptr<Op> {
+          if (d >= 0) return std::make_unique<CudaLinearOp>(d, p, shape, bf16);
+          return std::make_unique<LinearOp>(p, shape, bf16);
+        };
+        const std::string name =
+            "linear_bf16/" + site(s.model, s.layer) + "/" + pass_name(p) + bsuffix(n);
+        l.add(name, Ceiling::Compute, make, true, bf16, cpu);
+        if (engine_linear(p)) l.add_engine(name, Ceiling::Compute, make);
+      }
   for (auto& c : conv_sites())
     for (ConvPass p : kPasses)
-      for (int64_t n : kBatches)
-        l.add("conv2d_bf16/" + site(c.model, c.layer) + "/" + pass_name(p) + bsuffix(n),
-              Ceiling::Compute, cpu_op<Conv2dOp>(p, conv_shape(c, n), cpu::ConvAlgo::Auto, bf16),
-              false, bf16);
+      for (int64_t n : kBatches) {
+        const Conv2dShape shape = conv_shape(c, n);
+        MakeOp make = [=](int d) -> std::unique_ptr<Op> {
+          if (d >= 0) return std::make_unique<CudaConv2dOp>(d, p, shape, bf16);
+          return std::make_unique<Conv2dOp>(p, shape, cpu::ConvAlgo::Auto, bf16);
+        };
+        const std::string name =
+            "conv2d_bf16/" + site(c.model, c.layer) + "/" + pass_name(p) + bsuffix(n);
+        l.add(name, Ceiling::Compute, make, true, bf16, cpu);
+        l.add_engine(name, Ceiling::Compute, make);
+      }
 }
 
 // One batch size's pooling, relu, batch norm, loss and dropout cases.
 void add_layers_at(CaseList& l, int64_t n) {
   for (auto& a : pool_sites())
-    for (bool bwd : {false, true})
-      l.add("max_pool2d/" + site(a.model, a.layer) + "/" + dir_name(bwd) + bsuffix(n),
-            Ceiling::Memory,
-            either<MaxPool2dOp, CudaMaxPool2dOp>(bwd, Pool2dShape{n, a.c, a.h, a.w, 2, 2}), true);
+    for (bool bwd : {false, true}) {
+      const std::string name =
+          "max_pool2d/" + site(a.model, a.layer) + "/" + dir_name(bwd) + bsuffix(n);
+      MakeOp make = either<MaxPool2dOp, CudaMaxPool2dOp>(bwd, Pool2dShape{n, a.c, a.h, a.w, 2, 2});
+      l.add(name, Ceiling::Memory, make, true);
+      if (bwd) l.add_engine(name, Ceiling::Memory, make);
+    }
   for (auto& a : relu_sites())
     for (bool bwd : {false, true})
       l.add("relu/" + site(a.model, a.layer) + "/" + dir_name(bwd) + bsuffix(n), Ceiling::Memory,

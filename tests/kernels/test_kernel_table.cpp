@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/choice.h"
+#include "kernels/testing/case_list.h"
 #include "kernels/testing/table.h"
 #include "tests/common/test_util.h"
 #include "tests/common/thread_guard.h"
@@ -76,6 +79,59 @@ TEST(KernelTable, PerfCasesAreUniqueAndNamedAsTheBenchRows) {
                            "reduce_into_sum/kernels/64MB", "dropout2d/net.conv2_drop/fwd/b128"})
     EXPECT_EQ(seen.count(want), 1u) << want;
   EXPECT_EQ(seen.count("reduce_into_sum/comm/4KB"), 0u) << "comm's reduce only when given";
+}
+
+// The /engine rows: CUDA only, each right after the library row it twins, at every site of the
+// ops --cuda-kernels engine runs its own way.
+TEST(KernelTable, EngineRowsTwinLibraryRows) {
+  const std::vector<KernelCase> perf = perf_cases({{{"linear", {7840, 10}}}, nullptr});
+  std::set<std::string> engine;
+  for (size_t i = 0; i < perf.size(); ++i) {
+    const KernelCase& c = perf[i];
+    if (!c.engine) continue;
+    engine.insert(c.name);
+    EXPECT_FALSE(c.cpu) << c.name;
+    EXPECT_TRUE(c.cuda) << c.name;
+    ASSERT_GT(i, 0u);
+    EXPECT_EQ(perf[i - 1].name + "/engine", c.name);
+    EXPECT_FALSE(perf[i - 1].engine) << c.name;
+  }
+  for (const char* want :
+       {"conv2d/simplecnn.conv1/bwd_weight/b128/engine", "conv2d/net.conv2/bwd_weight/b64/engine",
+        "linear/simplecnn.fc2/bwd_weight/b128/engine", "linear/convnet.fc/fwd/b128/engine",
+        "max_pool2d/simplecnn.pool2/bwd/b128/engine"})
+    EXPECT_EQ(engine.count(want), 1u) << want;
+  EXPECT_EQ(engine.count("conv2d/simplecnn.conv1/fwd/b128/engine"), 0u) << "cuDNN's forward";
+  for (const KernelCase& c : cases()) {
+    if (c.engine) {
+      EXPECT_EQ(unavailable(c, -1), "a CUDA case") << c.name;
+    }
+  }
+}
+
+// An Op that records the process's choice of CUDA kernels while it runs.
+class ChoiceProbe : public Op {
+ public:
+  explicit ChoiceProbe(std::vector<CudaKernels>* seen) : seen_(seen) {}
+  void run() override { seen_->push_back(cuda_kernels()); }
+  CheckResult check() override {
+    run();
+    return CheckResult{"probe"};
+  }
+  double bytes() const override { return 0; }
+
+ private:
+  std::vector<CudaKernels>* seen_;
+};
+
+TEST(KernelTable, ChoiceOpRunsUnderItsChoiceAndPutsTheOldOneBack) {
+  std::vector<CudaKernels> seen;
+  ASSERT_EQ(cuda_kernels(), CudaKernels::Library);
+  ChoiceOp op(CudaKernels::Engine, std::make_unique<ChoiceProbe>(&seen));
+  op.run();
+  EXPECT_TRUE(op.check().ok());
+  EXPECT_EQ(seen, (std::vector<CudaKernels>{CudaKernels::Engine, CudaKernels::Engine}));
+  EXPECT_EQ(cuda_kernels(), CudaKernels::Library);
 }
 
 TEST(KernelTable, RunCheckTurnsAnExceptionIntoAFailure) {
