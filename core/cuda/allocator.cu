@@ -4,7 +4,8 @@
 // and reallocates the same sizes every iteration. So freed blocks are not returned to the driver:
 // they are kept in bins keyed by size class, per device, and handed out again for the next request
 // of the same class. Size classes: multiples of 512 B below 1 MiB, multiples of 2 MiB from 1 MiB
-// up. empty_cache() gives the cached blocks back to the driver.
+// up. empty_cache() gives the cached blocks back to the driver. The books themselves, with the
+// private pools of captured CUDA graphs, are core/block_pool.h's.
 //
 // Reuse is safe without events because all of the engine's device work, core's copies included,
 // runs in order on each device's compute stream (core/cuda/stream.cuh): a block freed by the
@@ -12,9 +13,9 @@
 // comm stream) must finish, or be waited for by the compute stream, before its buffers are freed.
 #include <array>
 #include <mutex>
-#include <unordered_map>
-#include <vector>
 
+#include "core/block_pool.h"
+#include "core/cuda/allocator.cuh"
 #include "core/cuda/check.cuh"
 #include "core/cuda_backend.h"
 #include "core/error.h"
@@ -38,49 +39,45 @@ size_t size_class(size_t nbytes) {
                                   : round_up(nbytes, kLargeQuantum);
 }
 
+// The books (core/block_pool.h) of one device, behind a lock; the memory is cudaMalloc's.
 struct Pool {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> cached;  // size class -> free blocks
-  std::unordered_map<void*, size_t> live;                 // block -> size class
-  AllocatorStats stats;
+  int device = 0;
+  BlockPool books{[this](size_t n) { return malloc_block(n); },
+                  [this](void* b) {
+                    DeviceGuard guard(device);
+                    CUDA_CHECK(cudaFree(b));
+                  }};
+
+  // nullptr when the device is out of memory.
+  void* malloc_block(size_t cls) {
+    void* b = nullptr;
+    DeviceGuard guard(device);
+    // During a graph's capture the calling thread may not call cudaMalloc in the capture's
+    // strict mode (it is not stream-ordered); the allocation itself is what the graph needs.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (books.capturing()) CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    cudaError_t err = cudaMalloc(&b, cls);
+    if (books.capturing()) CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    CUDA_CHECK(err);
+    return b;
+  }
 };
 
 // Never destroyed: at exit the driver may already be gone, so cached blocks are left to it.
 Pool& pool(int device) {
   check_cuda_device(device);
   ENGINE_CHECK(device < kMaxDevices, "cuda:", device, ": at most ", kMaxDevices, " devices");
-  static auto* pools = new std::array<Pool, kMaxDevices>();
+  static auto* pools = [] {
+    auto* all = new std::array<Pool, kMaxDevices>();
+    for (int d = 0; d < kMaxDevices; ++d) (*all)[d].device = d;
+    return all;
+  }();
   return (*pools)[device];
-}
-
-// cudaFree every cached block of `p`. Caller holds p.mu and has made the device current.
-void release_cached(Pool& p) {
-  for (auto& [cls, blocks] : p.cached) {
-    while (!blocks.empty()) {  // one at a time, so the books stay right if cudaFree throws
-      CUDA_CHECK(cudaFree(blocks.back()));
-      blocks.pop_back();
-      p.stats.bytes_cached -= cls;
-    }
-  }
-  p.cached.clear();
-}
-
-void* malloc_block(Pool& p, int device, size_t cls) {
-  void* b = nullptr;
-  cudaError_t err = cudaMalloc(&b, cls);
-  if (err == cudaErrorMemoryAllocation) {
-    // Out of memory: blocks of other size classes may be what is filling the device.
-    (void)cudaGetLastError();
-    release_cached(p);
-    err = cudaMalloc(&b, cls);
-  }
-  if (err == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    ENGINE_FAIL("cuda:", device, " out of memory allocating ", cls, " bytes (",
-                p.stats.bytes_in_use, " bytes in use by the engine)");
-  }
-  CUDA_CHECK(err);
-  return b;
 }
 
 }  // namespace
@@ -89,22 +86,11 @@ void* alloc(int device, size_t nbytes) {
   Pool& p = pool(device);
   const size_t cls = size_class(nbytes);
   std::lock_guard<std::mutex> lock(p.mu);
-  void* b = nullptr;
-  auto it = p.cached.find(cls);
-  if (it != p.cached.end() && !it->second.empty()) {
-    b = it->second.back();
-    it->second.pop_back();
-    p.stats.bytes_cached -= cls;
-    ++p.stats.reuses;
-  } else {
-    DeviceGuard guard(device);
-    b = malloc_block(p, device, cls);
-  }
-  p.live.emplace(b, cls);
-  ++p.stats.allocs;
-  p.stats.bytes_in_use += cls;
-  if (p.stats.bytes_in_use > p.stats.peak_bytes_in_use)
-    p.stats.peak_bytes_in_use = p.stats.bytes_in_use;
+  void* b = p.books.alloc(cls);
+  if (!b)
+    ENGINE_FAIL("cuda:", device, " out of memory allocating ", cls, " bytes (",
+                p.books.stats().bytes_in_use, " bytes in use by the engine",
+                p.books.capturing() ? ", during a CUDA graph's capture" : "", ")");
   return b;
 }
 
@@ -112,28 +98,49 @@ void free(int device, void* ptr, size_t nbytes) {
   if (ptr == nullptr) return;
   Pool& p = pool(device);
   std::lock_guard<std::mutex> lock(p.mu);
-  auto it = p.live.find(ptr);
-  ENGINE_CHECK(it != p.live.end(), "cuda::free: ", ptr, " is not a live block on cuda:", device);
-  const size_t cls = it->second;
+  const size_t cls = p.books.live_class(ptr);
+  ENGINE_CHECK(cls != 0, "cuda::free: ", ptr, " is not a live block on cuda:", device);
   ENGINE_CHECK(size_class(nbytes) == cls, "cuda::free: block ", ptr, " of ", cls,
                " bytes freed with size ", nbytes);
-  p.live.erase(it);
-  p.cached[cls].push_back(ptr);
-  p.stats.bytes_in_use -= cls;
-  p.stats.bytes_cached += cls;
+  p.books.free(ptr);
 }
 
 AllocatorStats stats(int device) {
   Pool& p = pool(device);
   std::lock_guard<std::mutex> lock(p.mu);
-  return p.stats;
+  return p.books.stats();
 }
 
 void empty_cache(int device) {
   Pool& p = pool(device);
   std::lock_guard<std::mutex> lock(p.mu);
-  DeviceGuard guard(device);
-  release_cached(p);
+  ENGINE_CHECK(!p.books.capturing(), "cuda::empty_cache on cuda:", device,
+               " during a CUDA graph's capture (cudaFree would synchronise the device)");
+  p.books.release_cached();
+}
+
+uint64_t create_graph_pool(int device) {
+  Pool& p = pool(device);
+  std::lock_guard<std::mutex> lock(p.mu);
+  return p.books.create_private();
+}
+
+void begin_graph_pool_capture(int device, uint64_t id) {
+  Pool& p = pool(device);
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.books.begin_capture(id);
+}
+
+void end_graph_pool_capture(int device) {
+  Pool& p = pool(device);
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.books.end_capture();
+}
+
+void release_graph_pool(int device, uint64_t id) {
+  Pool& p = pool(device);
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.books.release_private(id);
 }
 
 }  // namespace engine::cuda

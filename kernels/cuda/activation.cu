@@ -1,7 +1,8 @@
 // kernels/cuda/activation.cu: ReLU and dropout, grid-stride loops around kernels/activation.h
 // and kernels/dropout.h. Dropout draws the same Philox numbers as the CPU: element i of a call
 // uses lane i % 4 of philox4x32(offset + i / 4, 0, seed), one Philox call per group of 4. The
-// _mask variants keep one byte per element for a backward without Philox.
+// _mask variants keep one byte per element for a backward without Philox. Under a captured CUDA
+// graph the offset is read on the device (DropoutOffsetSource, kernels/dropout.h).
 #include "core/error.h"
 #include "kernels/activation.h"
 #include "kernels/cuda/check.cuh"
@@ -21,8 +22,9 @@ __global__ void relu_backward_kernel(const float* dy, const float* y, float* dx,
 
 // One thread per group of 4 elements; mask (when not null) gets each element's keep as 0 or 1.
 __global__ void dropout_kernel(const float* src, float* dst, uint8_t* mask, int64_t count, float p,
-                               uint64_t seed, uint64_t offset) {
+                               uint64_t seed, uint64_t rel, const uint64_t* base) {
   const float s = dropout_scale(p);
+  const uint64_t offset = dropout_offset(base, rel);
   const int64_t groups = (count + 3) / 4;
   for (ENGINE_GRID_LOOP(g, groups)) {
     bool keep[4];
@@ -44,8 +46,9 @@ __global__ void dropout_mask_backward_kernel(const float* dy, const uint8_t* mas
 // here as lane q % 4 of dropout_keep4 (the same draw), picked without a dynamic index so that the
 // four decisions stay in registers instead of a stack array.
 __global__ void dropout2d_kernel(const float* src, float* dst, int64_t planes, int64_t plane_size,
-                                 float p, uint64_t seed, uint64_t offset) {
+                                 float p, uint64_t seed, uint64_t rel, const uint64_t* base) {
   const float s = dropout_scale(p);
+  const uint64_t offset = dropout_offset(base, rel);
   for (ENGINE_GRID_LOOP(i, planes * plane_size)) {
     const uint64_t q = static_cast<uint64_t>(i / plane_size);
     bool keep[4];
@@ -64,15 +67,31 @@ void check_p(float p, const char* what) {
   ENGINE_CHECK(p >= 0.f && p <= 1.f, what, ": p must be in [0, 1], got ", p);
 }
 
+// (base, rel) for the kernels' dropout_offset: see DropoutOffsetSource (kernels/dropout.h).
+struct OffsetArg {
+  const uint64_t* base;
+  uint64_t rel;
+};
+
+OffsetArg offset_arg(uint64_t offset, const char* what) {
+  const DropoutOffsetSource& src = dropout_offset_source();
+  if (!src.base) return {nullptr, offset};
+  ENGINE_CHECK(offset >= src.host_base, what, ": offset ", offset,
+               " precedes the captured graph's first (", src.host_base,
+               "): a generator other than the captured step's");
+  return {src.base, offset - src.host_base};
+}
+
 void launch_dropout(int device, const float* src, float* dst, uint8_t* mask, int64_t count, float p,
                     uint64_t seed, uint64_t offset, const char* what) {
   check_count(count, what);
   check_p(p, what);
   if (count == 0) return;
+  const OffsetArg o = offset_arg(offset, what);
   ::engine::cuda::DeviceGuard guard(device);
   dropout_kernel<<<blocks_for((count + 3) / 4), kThreads, 0,
-                   ::engine::cuda::compute_stream(device)>>>(src, dst, mask, count, p, seed,
-                                                             offset);
+                   ::engine::cuda::compute_stream(device)>>>(src, dst, mask, count, p, seed, o.rel,
+                                                             o.base);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -82,10 +101,11 @@ void launch_dropout2d(int device, const float* src, float* dst, int64_t planes, 
   check_count(plane_size, what);
   check_p(p, what);
   if (planes == 0 || plane_size == 0) return;
+  const OffsetArg o = offset_arg(offset, what);
   ::engine::cuda::DeviceGuard guard(device);
   dropout2d_kernel<<<blocks_for(planes * plane_size), kThreads, 0,
                      ::engine::cuda::compute_stream(device)>>>(src, dst, planes, plane_size, p,
-                                                               seed, offset);
+                                                               seed, o.rel, o.base);
   CUDA_CHECK_LAUNCH();
 }
 
