@@ -90,6 +90,8 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                      "--backend mpi); --world-size forks ranks that are not MPI processes");
   ENGINE_USAGE_CHECK(!f.given("ring-transport") || (c.cuda() && c.backend == "ring"),
                      "--ring-transport applies to --device cuda --backend ring only");
+  ENGINE_USAGE_CHECK(!f.given("cuda-ring-protocol") || (c.cuda() && c.ring_transport == "ipc"),
+                     "--cuda-ring-protocol applies to --device cuda --ring-transport ipc only");
   ENGINE_USAGE_CHECK(coll != "all_to_all" || (!c.cuda() && c.backend == "ring"),
                      "--collective all_to_all runs on host buffers over the ring's transports "
                      "(--device cpu --backend ring)");
@@ -143,6 +145,9 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   f.add_choice("ring-transport", &cfg->ring_transport, {"staged", "ipc"},
                "--device cuda --backend ring: staged through pinned host memory, or all_reduce "
                "on the CUDA IPC ring (GPUs of one host)");
+  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
+               "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or "
+               "queued on the stream: auto (ll for small sizes, simple above), ll, simple");
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected arguments after --");
   check_backend_flags(f, *cfg, world, coll);

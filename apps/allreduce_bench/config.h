@@ -38,6 +38,9 @@ struct Config {
   // "ipc" (all_reduce on the CUDA IPC ring, comm/backends/cuda_ipc/cuda_ipc_ring.h, attached to the
   // Communicator).
   std::string ring_transport = "staged";
+  // --ring-transport ipc: the CUDA IPC ring's protocol (docs/ring.md): "blocking" (the default:
+  // the kernel with the host's wait), or the stream-ordered "auto", "ll", "simple".
+  std::string cuda_ring_protocol = "blocking";
   // --two-level: host buffers' all_reduce in two levels across hosts (comm::TwoLevel).
   comm::TwoLevel two_level = comm::TwoLevel::Auto;
 

@@ -34,6 +34,8 @@ struct TrainConfig {
   std::string mode = "ddp";
   std::string dp_devices;          // "cuda:0,cuda:1", "cpu,cpu"; empty: every visible GPU
   std::string cuda_ring = "auto";  // --backend ring on GPUs: auto | staged | ipc
+  // --cuda-ring ipc: the IPC ring's protocol: blocking (default) | auto | ll | simple
+  std::string cuda_ring_protocol = "blocking";
   // Data parallelism (one process per rank).
   std::string backend = "ring";
   std::string init_method = "env://";

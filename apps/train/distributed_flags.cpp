@@ -1,5 +1,6 @@
 // apps/train/distributed_flags.cpp: train's flags for what DDP and Horovod users reach for
-// (gradient accumulation, ZeRO-1, SyncBatchNorm, gradient compression), and their checks.
+// (gradient accumulation, ZeRO-1, SyncBatchNorm, gradient compression, the CUDA IPC ring's
+// protocol), and their checks.
 #include "apps/train/config.h"
 #include "core/error.h"
 
@@ -25,6 +26,10 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
         "1: ZeRO-1, each rank keeps the optimizer state of its shard of the parameters "
         "(gradients reduce_scatter'ed and parameters all_gather'ed in --bucket-mb buckets); "
         "0: off. Checkpoints stay one file, resumable with or without --zero");
+  f.add_choice("cuda-ring-protocol", &c.cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
+               "--cuda-ring ipc: blocking (the kernel and the host's wait, the default), or "
+               "queued on the stream, overlapping backward: auto (ll small, simple large), ll, "
+               "simple (docs/ring.md)");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -57,6 +62,10 @@ std::string options_line(const TrainConfig& c) {
 }
 
 void validate_distributed(const TrainConfig& c) {
+  ENGINE_CHECK(c.cuda_ring_protocol == "blocking" || c.cuda_ring == "ipc",
+               "--cuda-ring-protocol chooses the CUDA IPC ring's protocol: it needs --cuda-ring "
+               "ipc (got --cuda-ring ",
+               c.cuda_ring, ")");
   ENGINE_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   ENGINE_CHECK(c.grad_compression == "none" || c.grad_compression == "bf16" ||
                    c.grad_compression == "fp16" || powersgd_rank(c) > 0,
