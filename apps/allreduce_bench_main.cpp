@@ -43,6 +43,7 @@ struct CudaSetup {
   engine::allreduce_bench::Backend backend;
   std::unique_ptr<engine::comm::NcclGroup> nccl;
   std::string devices, backend_text;
+  std::string mode;  // the CUDA IPC ring's, "" when it does not run
 };
 
 // Picks this rank's GPU and builds what moves the data: an NcclGroup (through the store
@@ -80,12 +81,16 @@ CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
     o.timeout = timeout;
     o.key = "allreduce_bench/ipc";
     if (cfg.segment_bytes > 0) o.segment_bytes = static_cast<size_t>(cfg.segment_bytes);
-    comm.attach_ipc_ring(
-        std::make_unique<engine::comm::CudaIpcRing>(store, comm.rank(), comm.size(), device, o));
+    (void)engine::comm::parse_ipc_protocol(cfg.cuda_ring_protocol, &o.protocol);  // a --flag choice
+    auto ring =
+        std::make_unique<engine::comm::CudaIpcRing>(store, comm.rank(), comm.size(), device, o);
+    s.mode = ring->stream_ordered() ? ring->mode() : "";
+    comm.attach_ipc_ring(std::move(ring));
     s.backend_text =
         "ring, Communicator Tensor overloads: float32 all_reduce on the CUDA IPC ring "
         "(path " +
-        comm.cuda_path() +
+        comm.cuda_path() + ", protocol " + cfg.cuda_ring_protocol +
+        (s.mode.empty() ? "" : ", mode " + s.mode) +
         "), the other collectives staged through pinned host memory and the host "
         "transport";
   } else {
@@ -151,7 +156,7 @@ int rank_main(const Config& cfg, engine::comm::InitOptions init, int forked_rank
           rows.push_back(row);
           ab::print_row(table, row);
           if (json_out) {
-            std::fprintf(json_out, "%s\n", ab::json_row(row, cfg).c_str());
+            std::fprintf(json_out, "%s\n", ab::json_row(row, cfg, cuda.mode).c_str());
             std::fflush(json_out);
           }
         },

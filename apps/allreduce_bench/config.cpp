@@ -97,6 +97,8 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                          (c.cuda() && c.backend == "ring" && c.ring_transport == "staged"),
                      "--staged-pipeline applies to --device cuda --backend ring --ring-transport "
                      "staged only");
+  ENGINE_USAGE_CHECK(!f.given("cuda-ring-protocol") || (c.cuda() && c.ring_transport == "ipc"),
+                     "--cuda-ring-protocol applies to --device cuda --ring-transport ipc only");
   ENGINE_USAGE_CHECK(coll != "all_to_all" || (!c.cuda() && c.backend == "ring"),
                      "--collective all_to_all runs on host buffers over the ring's transports "
                      "(--device cpu --backend ring)");
@@ -153,6 +155,9 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   f.add("staged-pipeline", &cfg->staged_pipeline,
         "--ring-transport staged: all_reduce cut into segments through N (1..4) pinned slots, "
         "download, host ring and upload overlapping; 1: unpipelined");
+  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
+               "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or "
+               "queued on the stream: auto (ll for small sizes, simple above), ll, simple");
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected arguments after --");
   check_backend_flags(f, *cfg, world, coll);

@@ -25,6 +25,7 @@ void print_table_header(FILE* out, CollOp c, int world);
 void print_row(FILE* out, const Row& row);
 // --algo all: one line per size, each algorithm's out-of-place time and busbw beside the others.
 void print_side_by_side(FILE* out, const std::vector<Row>& rows);
-std::string json_row(const Row& row, const Config& cfg);
+// `mode`: the CUDA IPC ring's ("concurrent" or "time-sliced"; "" when it does not run).
+std::string json_row(const Row& row, const Config& cfg, const std::string& mode = "");
 
 }  // namespace engine::allreduce_bench

@@ -38,6 +38,8 @@ struct TrainConfig {
   // Pinned slots of the staged path's pipelined all_reduce (comm/backends/staged/pipeline.h);
   // 1: unpipelined.
   int64_t staged_pipeline = 1;
+  // --cuda-ring ipc: the IPC ring's protocol: blocking (default) | auto | ll | simple
+  std::string cuda_ring_protocol = "blocking";
   // Data parallelism (one process per rank).
   std::string backend = "ring";
   std::string init_method = "env://";

@@ -69,9 +69,14 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
   comm::IpcRingOptions o;
   o.timeout = timeout;
   o.key = "train/ipc_ring";
-  comm.attach_ipc_ring(
-      std::make_unique<comm::CudaIpcRing>(comm.store(), comm.rank(), comm.size(), dev.index, o));
-  return "ipc";
+  (void)comm::parse_ipc_protocol(c.cuda_ring_protocol, &o.protocol);  // a --flag choice
+  auto ring =
+      std::make_unique<comm::CudaIpcRing>(comm.store(), comm.rank(), comm.size(), dev.index, o);
+  const std::string what = ring->stream_ordered() ? "ipc (protocol " + c.cuda_ring_protocol +
+                                                        ", mode " + ring->mode() + ")"
+                                                  : "ipc";
+  comm.attach_ipc_ring(std::move(ring));
+  return what;
 }
 
 }  // namespace engine::apps

@@ -1,5 +1,6 @@
 // apps/train/distributed_flags.cpp: train's flags for what DDP and Horovod users reach for
-// (gradient accumulation, ZeRO-1, SyncBatchNorm, gradient compression), and their checks.
+// (gradient accumulation, ZeRO-1, SyncBatchNorm, gradient compression, the CUDA IPC ring's
+// protocol), and their checks.
 #include "apps/train/config.h"
 #include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
@@ -30,6 +31,10 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
         "1..4: the staged path's CUDA all_reduce (--cuda-ring staged, or ipc's fallback) cut into "
         "segments through N pinned slots, download, host ring and upload overlapping; 1 (the "
         "default): one download, the host ring, one upload");
+  f.add_choice("cuda-ring-protocol", &c.cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
+               "--cuda-ring ipc: blocking (the kernel and the host's wait, the default), or "
+               "queued on the stream, overlapping backward: auto (ll small, simple large), ll, "
+               "simple (docs/ring.md)");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -69,6 +74,10 @@ void validate_distributed(const TrainConfig& c) {
       c.staged_pipeline == 1 || (c.backend == "ring" && c.device != "cpu"),
       "--staged-pipeline pipelines how --backend ring stages GPU tensors; ",
       c.device == "cpu" ? "--device cpu has none" : "--backend " + c.backend + " has none");
+  ENGINE_CHECK(c.cuda_ring_protocol == "blocking" || c.cuda_ring == "ipc",
+               "--cuda-ring-protocol chooses the CUDA IPC ring's protocol: it needs --cuda-ring "
+               "ipc (got --cuda-ring ",
+               c.cuda_ring, ")");
   ENGINE_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   ENGINE_CHECK(c.grad_compression == "none" || c.grad_compression == "bf16" ||
                    c.grad_compression == "fp16" || powersgd_rank(c) > 0,

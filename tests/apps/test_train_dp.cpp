@@ -49,6 +49,9 @@ TEST_F(TrainTest, DataParallelAndCudaCollectiveFlagsGiveClearErrors) {
   r = run(base + " --device cpu --cuda-ring ipc");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--cuda-ring"), std::string::npos) << r.output;
+  r = run(base + " --cuda-ring staged --cuda-ring-protocol ll");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--cuda-ring-protocol chooses"), std::string::npos) << r.output;
   if (cuda_device_count() == 0) {
     r = run(base + " --mode dp");
     EXPECT_NE(r.code, 0);

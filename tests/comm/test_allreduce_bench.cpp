@@ -143,6 +143,14 @@ TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   r = run_bench("--world-size 2 --ring-transport ipc", "ipc_on_cpu");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--ring-transport"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --cuda-ring-protocol ll", "protocol_on_cpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-protocol applies to --device cuda --ring-transport ipc"),
+            std::string::npos)
+      << r.out;
+  r = run_bench("--world-size 2 --device cuda --cuda-ring-protocol lowlat", "bad_protocol");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-protocol"), std::string::npos) << r.out;
   r = run_bench("--world-size 2 --dtype int32 --op avg", "avg_int");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--op avg needs a floating --dtype"), std::string::npos) << r.out;
@@ -172,11 +180,13 @@ TEST(AllreduceBenchCuda, WithoutADeviceExitsTwoWithOneLine) {
   }
 }
 
-// (backend, ring transport or "", world): GPU buffers, every collective checked.
+// (backend, ring transport or "", world, the IPC ring's protocol or ""): GPU buffers, every
+// collective checked.
 struct CudaCase {
   const char* backend;
   const char* ring_transport;
   int world;
+  const char* protocol = "";
 };
 
 class AllreduceBenchCudaRun : public ::testing::TestWithParam<CudaCase> {};
@@ -198,24 +208,33 @@ TEST_P(AllreduceBenchCudaRun, EveryCollectiveChecksClean) {
                      " --collective all --min-bytes 4 --max-bytes 256K --step-factor 8" +
                      " --iters 3 --warmup 1 --timeout 60";
   if (*c.ring_transport) args += " --ring-transport " + std::string(c.ring_transport);
-  BenchRun r = run_bench(args, std::string("cuda_") + c.backend + c.ring_transport);
+  if (*c.protocol) args += " --cuda-ring-protocol " + std::string(c.protocol);
+  BenchRun r = run_bench(args, std::string("cuda_") + c.backend + c.ring_transport + c.protocol);
   ASSERT_EQ(r.code, 0) << r.out;
   ASSERT_EQ(r.json.size(), 30u) << r.out;
   for (const engine::Json& row : r.json) {
     EXPECT_EQ(row.value("wrong", engine::Json()), 0) << row;
     EXPECT_EQ(row.value("device", ""), "cuda") << row;
     EXPECT_EQ(row.value("backend", ""), c.backend) << row;
+    if (*c.protocol && row.value("collective", "") == "all_reduce") {
+      EXPECT_EQ(row.value("protocol", ""), c.protocol) << row;
+      EXPECT_TRUE(row.value("mode", "") == "concurrent" || row.value("mode", "") == "time-sliced")
+          << row;
+    }
   }
   EXPECT_NE(r.out.find("# device cuda: "), std::string::npos) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Backends, AllreduceBenchCudaRun,
-    ::testing::Values(CudaCase{"ring", "", 2}, CudaCase{"ring", "ipc", 2}, CudaCase{"nccl", "", 2}),
+    ::testing::Values(CudaCase{"ring", "", 2}, CudaCase{"ring", "ipc", 2}, CudaCase{"nccl", "", 2},
+                      CudaCase{"ring", "ipc", 2, "ll"}, CudaCase{"ring", "ipc", 2, "simple"},
+                      CudaCase{"ring", "ipc", 3, "auto"}),
     [](const auto& p) {
       return std::string(p.param.backend) +
              (*p.param.ring_transport ? std::string("_") + p.param.ring_transport : std::string()) +
-             "_W" + std::to_string(p.param.world);
+             (*p.param.protocol ? std::string("_") + p.param.protocol : std::string()) + "_W" +
+             std::to_string(p.param.world);
     });
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <functional>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
 #include "comm/backends/cuda_ipc/ipc_ring_kernel.cuh"
@@ -581,6 +582,62 @@ TEST_P(CudaIpcRingGpu, AllReduceMatchesTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, CudaIpcRingGpu, ::testing::Values(2, 3),
                          [](const auto& p) { return "W" + std::to_string(p.param); });
+
+// The stream-ordered protocols (comm/backends/cuda_ipc/proto_ring.h): (W, protocol).
+class CudaIpcRingProtocols : public ::testing::TestWithParam<std::tuple<int, IpcProtocol>> {};
+
+TEST_P(CudaIpcRingProtocols, AllReduceMatchesTheCpu) {
+  SKIP_WITHOUT_IPC();
+  const auto [W, protocol] = GetParam();
+  run_ranks(W, 300, [&](int r, int dev, const std::shared_ptr<Store>& store) {
+    IpcRingOptions o;
+    o.timeout = Millis(30000);
+    o.protocol = protocol;
+    o.key = std::string("proto_") + ipc_protocol_name(protocol);
+    o.channels = 3;
+    o.slot_bytes = 4096;  // many slots per call: the FIFOs wrap
+    o.ll_max_bytes = 8192;
+    CudaIpcRing ring(store, r, W, dev, o);
+    if (ring.mode() != "concurrent" && ring.mode() != "time-sliced")
+      throw Error("mode '" + ring.mode() + "'");
+    int call = 0;
+    for (size_t n : {size_t(1), size_t(W + 1), size_t(1013), size_t(70001), size_t((1 << 20) + 3)})
+      for (ReduceOp op : kOps) check_all_reduce(ring, W, n, op, call++, n == 1013);
+    ring.check();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, CudaIpcRingProtocols,
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Values(IpcProtocol::Ll, IpcProtocol::Simple,
+                                                              IpcProtocol::Auto)),
+                         [](const auto& p) {
+                           return "W" + std::to_string(std::get<0>(p.param)) + "_" +
+                                  ipc_protocol_name(std::get<1>(p.param));
+                         });
+
+// A rank calling with another count: both ranks' calls fail at once, each naming the other.
+TEST(CudaIpcRingProtocolsRanks, MismatchedCountNamesThePeer) {
+  SKIP_WITHOUT_IPC();
+  const int W = 2;
+  run_ranks(W, 120, [&](int r, int dev, const std::shared_ptr<Store>& store) {
+    IpcRingOptions o;
+    o.timeout = Millis(20000);
+    o.protocol = IpcProtocol::Simple;
+    o.key = "proto_mismatch";
+    CudaIpcRing ring(store, r, W, dev, o);
+    Tensor t = Tensor::zeros({r == 0 ? 100 : 150}, DType::F32, Device::cuda(dev));
+    ring.all_reduce(t, ReduceOp::Sum);
+    (void)t.to_vector();  // the kernel ended (it gave up at once)
+    try {
+      ring.check();
+      throw Error("rank " + std::to_string(r) + ": no error");
+    } catch (const TimeoutError& e) {
+      if (!has(e.what(), "rank " + std::to_string(1 - r)) || !has(e.what(), "called all_reduce"))
+        throw Error(std::string("rank ") + std::to_string(r) + ": " + e.what());
+    }
+  });
+}
 
 TEST(CudaIpcRingRanks, OneRankLeavesTheBufferAsItIs) {
   SKIP_WITHOUT_IPC();

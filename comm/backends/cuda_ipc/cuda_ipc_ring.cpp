@@ -3,9 +3,36 @@
 // itself is comm/backends/cuda_ipc/ipc_ring.cu.
 #include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
 
+#include "comm/backends/cuda_ipc/proto_ring.h"
+#include "core/cuda_backend.h"
 #include "core/error.h"
 
 namespace engine::comm {
+
+const char* ipc_protocol_name(IpcProtocol p) {
+  switch (p) {
+    case IpcProtocol::Blocking:
+      return "blocking";
+    case IpcProtocol::Auto:
+      return "auto";
+    case IpcProtocol::Ll:
+      return "ll";
+    case IpcProtocol::Simple:
+      return "simple";
+  }
+  return "?";
+}
+
+bool parse_ipc_protocol(const std::string& s, IpcProtocol* out) {
+  for (IpcProtocol p :
+       {IpcProtocol::Blocking, IpcProtocol::Auto, IpcProtocol::Ll, IpcProtocol::Simple}) {
+    if (s == ipc_protocol_name(p)) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
 
 void CudaIpcRing::check_call(const void* data, size_t count, DType dtype, ReduceOp op) const {
   ENGINE_CHECK(!broken_, "ipc_ring all_reduce on rank ", rank_,
@@ -27,6 +54,8 @@ void CudaIpcRing::all_reduce(const Tensor& t, ReduceOp op, const cuda::Event* re
 #ifndef ENGINE_WITH_CUDA  // no CUDA: the class exists so callers need no #ifdef; making one throws.
 
 struct CudaIpcRing::Impl {};
+struct ProtoRing::Impl {};
+ProtoRing::~ProtoRing() = default;
 
 CudaIpcRing::CudaIpcRing(std::shared_ptr<Store>, int rank, int world, int device, IpcRingOptions)
     : DeviceGroup(rank, world, device) {
@@ -38,6 +67,16 @@ CudaIpcRing::~CudaIpcRing() = default;
 
 void CudaIpcRing::all_reduce(void*, size_t, DType, ReduceOp, const cuda::Event*) {
   ENGINE_FAIL("ipc_ring all_reduce: CUDA is not built in");
+}
+
+cuda::Event CudaIpcRing::all_reduce_queued(const Tensor&, ReduceOp, const cuda::Event&) {
+  ENGINE_FAIL("ipc_ring all_reduce: CUDA is not built in");
+}
+
+void CudaIpcRing::check() const {}
+
+std::string CudaIpcRing::mode() const {
+  return "";
 }
 
 std::string CudaIpcRing::unsupported_reason(int) {

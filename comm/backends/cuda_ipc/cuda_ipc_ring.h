@@ -58,6 +58,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/backends/cuda_ipc/protocol/layout.h"  // ipc::proto::Protocol
 #include "comm/backends/device_group.h"
 #include "comm/base/deadline.h"
 #include "comm/base/reduce.h"
@@ -71,11 +72,27 @@ class Event;
 
 namespace engine::comm {
 
+class ProtoRing;
+using IpcProtocol = ipc::proto::Protocol;
+
+// "blocking", "auto", "ll", "simple" (--cuda-ring-protocol); parse: false for another name.
+const char* ipc_protocol_name(IpcProtocol p);
+bool parse_ipc_protocol(const std::string& s, IpcProtocol* out);
+
 struct IpcRingOptions {
   Millis timeout{300000};          // each wait of each call (and the set-up's store waits)
   std::string key = "ipc_ring";    // store key prefix (one per ring)
   size_t segment_bytes = 1 << 20;  // pipelining grain (rounded down to 16 bytes, at least 16)
   int blocks = 8;                  // thread blocks of the kernel, at most half the SMs (and 64)
+  // Blocking: the kernel above with the host's wait (the default until a GPU report shows the
+  // others right). Auto, Ll, Simple: the stream-ordered protocols (comm/backends/cuda_ipc/
+  // protocol/, docs/ring.md): queued on the comm stream, checked on the device, watched by a host
+  // thread. Every rank must pass the same protocol and geometry.
+  IpcProtocol protocol = IpcProtocol::Blocking;
+  int channels = 8;                // Simple: blocks, each a ring over its part of the buffer
+  int slots = 4;                   // Simple: FIFO depth per channel
+  size_t slot_bytes = 128 << 10;   // Simple: bytes per slot
+  size_t ll_max_bytes = 64 << 10;  // Auto: LL up to this size (a guess, to be measured)
 };
 
 class CudaIpcRing : public DeviceGroup {
@@ -104,6 +121,17 @@ class CudaIpcRing : public DeviceGroup {
   // they fall back to host staging when non-empty.
   static std::string unsupported_reason(int device);
 
+  // --- the stream-ordered protocols (opts.protocol != Blocking) ---
+  bool stream_ordered() const { return proto_ != nullptr; }
+  // Queues the all_reduce of t on the comm stream after `ready` and returns an event recorded
+  // after it; the host does not wait. A failure shows at the next call or at check().
+  cuda::Event all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready);
+  // Throws the error of a queued call that failed, if any.
+  void check() const;
+  // "concurrent": the ranks' kernels can run together (one GPU per rank, or an MPS daemon);
+  // "time-sliced": some ranks share a GPU without MPS. "" for the blocking ring.
+  std::string mode() const;
+
  private:
   struct Impl;
   // Throws unless a call with these arguments may run (not broken, F32, data given).
@@ -112,6 +140,7 @@ class CudaIpcRing : public DeviceGroup {
   IpcRingOptions opts_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ProtoRing> proto_;  // the stream-ordered protocols, when chosen
 };
 
 }  // namespace engine::comm

@@ -17,11 +17,21 @@ class IpcBackend final : public FallbackBackend {
 
   void all_reduce(const CollContext& c, const Tensor& t, const cuda::Event* ready) override {
     if (t.dtype() != DType::F32) return fallback_->all_reduce(c, t, ready);
-    // The kernel cannot see a peer that calls something else: the ranks first agree on the call
-    // over the host transports (a few microseconds over shared memory).
-    if (c.world() > 1) agree(c);
+    // The blocking kernel cannot see a peer that calls something else: the ranks first agree on
+    // the call over the host transports (a few microseconds over shared memory). The
+    // stream-ordered protocols check the call words on the device instead.
+    if (c.world() > 1 && !ring_->stream_ordered()) agree(c);
     ring_->all_reduce(t, c.fp.redop, ready);
   }
+
+  // The stream-ordered protocols queue (GradSync overlaps them with backward, as NCCL's).
+  bool queues_all_reduce() const override { return ring_->stream_ordered(); }
+  cuda::Event all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready) override {
+    if (t.dtype() != DType::F32)
+      ENGINE_FAIL("the ipc backend queues float32 all_reduce only, not ", dtype_name(t.dtype()));
+    return ring_->all_reduce_queued(t, op, ready);
+  }
+  void check_queued() const override { ring_->check(); }
 
  private:
   std::unique_ptr<CudaIpcRing> ring_;

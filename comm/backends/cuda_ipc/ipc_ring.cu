@@ -17,6 +17,7 @@
 
 #include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
 #include "comm/backends/cuda_ipc/ipc_ring_kernel.cuh"
+#include "comm/backends/cuda_ipc/proto_ring.h"
 #include "core/cuda/check.cuh"
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
@@ -488,6 +489,15 @@ CudaIpcRing::CudaIpcRing(std::shared_ptr<Store> store, int rank, int world, int 
   m.seg_elems = std::max<int64_t>(4, static_cast<int64_t>(opts_.segment_bytes / 16) * 4);
   if (world_ == 1) return;  // all_reduce over one rank moves nothing
   cuda::DeviceGuard guard(device_);
+  if (opts_.protocol != IpcProtocol::Blocking) {
+    try {
+      proto_ = std::make_unique<ProtoRing>(*store_, rank_, world_, device_, opts_);
+    } catch (...) {
+      broken_ = true;
+      throw;
+    }
+    return;
+  }
   int sms = 0, uva = 0, map_host = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
   CUDA_CHECK(cudaDeviceGetAttribute(&uva, cudaDevAttrUnifiedAddressing, device_));
@@ -514,6 +524,7 @@ CudaIpcRing::CudaIpcRing(std::shared_ptr<Store> store, int rank, int world, int 
 }
 
 CudaIpcRing::~CudaIpcRing() {
+  proto_.reset();
   if (!impl_) return;
   if (!broken_ && world_ > 1 && impl_->seq > 0 && impl_->own) {
     try {
@@ -536,6 +547,13 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
                " is too large");
   if (count == 0 || world_ == 1) return;  // nothing to move (AVG over one rank divides by 1)
   cuda::DeviceGuard guard(device_);
+  if (proto_) {  // queued; the compute stream waits for it on the device
+    broken_ = true;
+    proto_->enqueue(static_cast<float*>(data), static_cast<int64_t>(count), op, ready);
+    proto_->compute_waits_last();
+    broken_ = false;
+    return;
+  }
   cudaPointerAttributes attr;
   CUDA_CHECK(cudaPointerGetAttributes(&attr, data));
   ENGINE_CHECK((attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) &&
@@ -581,6 +599,29 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
   CUDA_CHECK(cudaEventRecord(m.done, stream));
   m.wait_kernel(*this, count, op);
   broken_ = false;
+}
+
+cuda::Event CudaIpcRing::all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready) {
+  ENGINE_CHECK(proto_ != nullptr, "ipc_ring all_reduce_queued on rank ", rank_,
+               ": the blocking protocol cannot queue (choose auto, ll or simple)");
+  ENGINE_CHECK(t.defined() && t.device() == Device::cuda(device_), "ipc_ring all_reduce on rank ",
+               rank_, ": the tensor is not on cuda:", device_);
+  check_call(t.raw_data(), static_cast<size_t>(t.numel()), t.dtype(), op);
+  cuda::DeviceGuard guard(device_);
+  if (t.numel() > 0 && world_ > 1) {
+    broken_ = true;
+    proto_->enqueue(static_cast<float*>(t.raw_data()), t.numel(), op, &ready);
+    broken_ = false;
+  }
+  return cuda::Event::record(device_, cuda::Stream::Comm);
+}
+
+void CudaIpcRing::check() const {
+  if (proto_) proto_->check();
+}
+
+std::string CudaIpcRing::mode() const {
+  return proto_ ? proto_->mode() : "";
 }
 
 std::string CudaIpcRing::unsupported_reason(int device) {

@@ -34,7 +34,7 @@ const char* what_name(int what) {
 std::string peer_call(const ErrorRecord& e) {
   const auto op = static_cast<kernels::ReduceOp>(word_op(e.seen));
   const auto dt = static_cast<DType>(word_dtype(e.seen));
-  return detail::concat("#", word_seq(e.seen), " of ", e.seen1, " ", dtype_name(dt), " (",
+  return detail::concat("#", word_seq(e.seen), " of ", e.seen1, " ", dtype_long_name(dt), " (",
                         reduce_op_name(op), ")");
 }
 
