@@ -76,6 +76,9 @@ void free_pinned(void* p, int) {
 void copy_async(void*, Device, const void*, Device, size_t, int, Stream) {
   not_built("copy_async");
 }
+size_t free_memory(int) {
+  not_built("free_memory");
+}
 void synchronize(int, Stream) {
   not_built("synchronize");
 }

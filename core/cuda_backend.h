@@ -60,6 +60,9 @@ void free_pinned(void* p, int device);  // nullptr is fine; device: alloc_pinned
 // memory must be `device`'s. The caller orders it (Event) and waits for it before touching dst.
 void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes,
                 int device, Stream s);
+// The device's free memory in bytes (cudaMemGetInfo), for --data-on-device auto.
+size_t free_memory(int device);
+
 // Blocks the host until stream s of `device` has finished its queued work.
 void synchronize(int device, Stream s);
 

@@ -12,6 +12,7 @@ void gather_batch(const MnistSplit& split, const int64_t* indices, int64_t n, Ba
   out->cols = split.cols;
   out->images.resize(static_cast<size_t>(n * numel));
   out->labels.resize(static_cast<size_t>(n));
+  out->indices.assign(indices, indices + n);
   for (int64_t b = 0; b < n; ++b) {
     const int64_t i = indices[b];
     ENGINE_CHECK(i >= 0 && i < split.count, "gather_batch: index ", i, " at position ", b,

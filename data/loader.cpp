@@ -69,7 +69,17 @@ void BatchLoader::start_epoch(int64_t epoch) {
 void BatchLoader::assemble(const std::vector<int64_t>& order, int64_t b, Batch* out) const {
   const int64_t begin = b * batch_size_;
   const int64_t n = std::min(batch_size_, static_cast<int64_t>(order.size()) - begin);
-  gather_batch(split_, order.data() + begin, n, out);
+  if (!indices_only_) return gather_batch(split_, order.data() + begin, n, out);
+  for (int64_t i = 0; i < n; ++i)
+    ENGINE_CHECK(order[begin + i] >= 0 && order[begin + i] < split_.count, "BatchLoader: index ",
+                 order[begin + i], " at position ", i, " is outside 0..", split_.count - 1, " of ",
+                 split_.images_path);
+  out->size = n;
+  out->rows = split_.rows;
+  out->cols = split_.cols;
+  out->images.clear();
+  out->labels.clear();
+  out->indices.assign(order.begin() + begin, order.begin() + begin + n);
 }
 
 void BatchLoader::worker_loop() {

@@ -15,15 +15,23 @@ struct BatchUploader::Slot {
   // GPU only.
   float* host_images = nullptr;  // pinned (max_batch, rows, cols)
   int64_t* host_labels = nullptr;
+  // GPU with a DeviceDataset: the batch's indices, pinned and on the device.
+  Tensor indices;
+  int64_t* host_indices = nullptr;
   cuda::Event uploaded;  // copy stream: the upload from the pinned buffers is done
   cuda::Event released;  // compute stream: the last step reading the device buffers
   bool staged = false;
 };
 
-BatchUploader::BatchUploader(Device device, int64_t max_batch, int64_t rows, int64_t cols)
-    : device_(device), max_batch_(max_batch), rows_(rows), cols_(cols) {
+BatchUploader::BatchUploader(Device device, int64_t max_batch, int64_t rows, int64_t cols,
+                             const DeviceDataset* on_device)
+    : device_(device), max_batch_(max_batch), rows_(rows), cols_(cols), data_(on_device) {
   ENGINE_CHECK(max_batch >= 1 && rows >= 1 && cols >= 1, "BatchUploader: batch ", max_batch, " of ",
                rows, " x ", cols, " images");
+  ENGINE_CHECK(
+      !data_ || (data_->device() == device && data_->rows() == rows && data_->cols() == cols),
+      "BatchUploader: the data on ", data_ ? data_->device().str() : "", " is not ", rows, " x ",
+      cols, " images on ", device.str());
   for (auto& s : slots_) {
     s = std::make_unique<Slot>();
     if (device_.is_cpu()) continue;
@@ -31,6 +39,11 @@ BatchUploader::BatchUploader(Device device, int64_t max_batch, int64_t rows, int
     s->labels = Tensor::empty({max_batch}, DType::I64, device_);
     s->host_images = static_cast<float*>(cuda::alloc_pinned(s->images.nbytes(), device_.index));
     s->host_labels = static_cast<int64_t*>(cuda::alloc_pinned(s->labels.nbytes(), device_.index));
+    if (data_) {
+      s->indices = Tensor::empty({max_batch}, DType::I64, device_);
+      s->host_indices =
+          static_cast<int64_t*>(cuda::alloc_pinned(s->indices.nbytes(), device_.index));
+    }
     // The device blocks may have served compute work still queued (the caching allocator).
     s->released = cuda::Event::record(device_.index, cuda::Stream::Compute);
   }
@@ -44,6 +57,7 @@ BatchUploader::~BatchUploader() {
       s->uploaded.synchronize();
       cuda::free_pinned(s->host_images, device_.index);
       cuda::free_pinned(s->host_labels, device_.index);
+      cuda::free_pinned(s->host_indices, device_.index);
     } catch (const std::exception&) {
       // a destructor never throws; at exit the driver may be gone
     }
@@ -55,23 +69,44 @@ int BatchUploader::stage(const Batch& b) {
                " images, slots hold ", max_batch_);
   ENGINE_CHECK(b.size == 0 || (b.rows == rows_ && b.cols == cols_), "BatchUploader: images of ",
                b.rows, " x ", b.cols, ", expected ", rows_, " x ", cols_);
-  ENGINE_CHECK(static_cast<int64_t>(b.images.size()) == b.size * rows_ * cols_ &&
-                   static_cast<int64_t>(b.labels.size()) == b.size,
+  ENGINE_CHECK(data_ || (static_cast<int64_t>(b.images.size()) == b.size * rows_ * cols_ &&
+                         static_cast<int64_t>(b.labels.size()) == b.size),
                "BatchUploader: batch of ", b.size, " has ", b.images.size(), " pixels and ",
                b.labels.size(), " labels");
+  ENGINE_CHECK(!data_ || static_cast<int64_t>(b.indices.size()) == b.size,
+               "BatchUploader: batch of ", b.size, " has ", b.indices.size(), " indices");
   const int k = next_;
   next_ ^= 1;
   Slot& s = *slots_[k];
   ENGINE_CHECK(!s.staged, "BatchUploader: slot ", k, " staged twice without take()");
   s.size = b.size;
   s.staged = true;
+  if (data_) data_->check_indices(b.indices.data(), b.size);
+  if (device_.is_cpu() && data_) {
+    s.indices = Tensor::from_vector_i64(b.indices, {b.size});
+    return k;
+  }
   if (device_.is_cpu()) {
     s.images = Tensor::from_vector(b.images, {b.size, 1, rows_, cols_});
     s.labels = Tensor::from_vector_i64(b.labels, {b.size});
     return k;
   }
+  upload(s, b);
+  return k;
+}
+
+// On the copy stream, from the slot's pinned buffers: the batch, or its indices alone.
+void BatchUploader::upload(Slot& s, const Batch& b) {
   const int dev = device_.index;
   s.uploaded.synchronize();  // the pinned buffers' previous upload (two batches ago)
+  if (data_) {
+    std::memcpy(s.host_indices, b.indices.data(), b.indices.size() * sizeof(int64_t));
+    s.released.block(cuda::Stream::Copy);
+    cuda::copy_async(s.indices.raw_data(), device_, s.host_indices, Device::cpu(),
+                     b.indices.size() * sizeof(int64_t), dev, cuda::Stream::Copy);
+    s.uploaded = cuda::Event::record(dev, cuda::Stream::Copy);
+    return;
+  }
   std::memcpy(s.host_images, b.images.data(), b.images.size() * sizeof(float));
   std::memcpy(s.host_labels, b.labels.data(), b.labels.size() * sizeof(int64_t));
   s.released.block(cuda::Stream::Copy);
@@ -80,7 +115,6 @@ int BatchUploader::stage(const Batch& b) {
   cuda::copy_async(s.labels.raw_data(), device_, s.host_labels, Device::cpu(),
                    b.labels.size() * sizeof(int64_t), dev, cuda::Stream::Copy);
   s.uploaded = cuda::Event::record(dev, cuda::Stream::Copy);
-  return k;
 }
 
 DeviceBatch BatchUploader::take(int slot) {
@@ -91,6 +125,18 @@ DeviceBatch BatchUploader::take(int slot) {
   DeviceBatch d;
   d.size = s.size;
   d.slot = slot;
+  if (data_) {
+    if (device_.is_cpu()) {
+      s.images = Tensor::empty({max_batch_, 1, rows_, cols_}, DType::F32, device_);
+      s.labels = Tensor::empty({max_batch_}, DType::I64, device_);
+    } else {
+      s.uploaded.block(cuda::Stream::Compute);
+    }
+    data_->gather(s.indices, s.size, &s.images, &s.labels);  // on the compute stream
+    d.images = s.images.flat_slice(0, s.size * rows_ * cols_).view({s.size, 1, rows_, cols_});
+    d.labels = s.labels.flat_slice(0, s.size);
+    return d;
+  }
   if (device_.is_cpu()) {
     d.images = s.images;
     d.labels = s.labels;

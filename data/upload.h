@@ -10,6 +10,8 @@
 //   repeat: t = take(slot); slot = stage(next batch); <queue step on t>; done(t.slot)
 // the next batch uploads while the current one computes, and nothing waits on the host except
 // for the pinned buffer written two batches ago (long finished).
+// With a DeviceDataset (--data-on-device, data/device_data.h) only the batch's indices travel,
+// through the same slots; take() queues the gather of images and labels on the compute stream.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "data/batch.h"
+#include "data/device_data.h"
 
 namespace engine::cuda {
 class Event;
@@ -34,8 +37,10 @@ struct DeviceBatch {
 
 class BatchUploader {
  public:
-  // Batches of at most max_batch images of rows x cols.
-  BatchUploader(Device device, int64_t max_batch, int64_t rows, int64_t cols);
+  // Batches of at most max_batch images of rows x cols. on_device: the split on `device`, whose
+  // batches come as indices (BatchLoader::set_indices_only); it must outlive the uploader.
+  BatchUploader(Device device, int64_t max_batch, int64_t rows, int64_t cols,
+                const DeviceDataset* on_device = nullptr);
   ~BatchUploader();
   BatchUploader(const BatchUploader&) = delete;
   BatchUploader& operator=(const BatchUploader&) = delete;
@@ -50,8 +55,11 @@ class BatchUploader {
 
  private:
   struct Slot;
+  void upload(Slot& s, const Batch& b);
+
   Device device_;
   int64_t max_batch_, rows_, cols_;
+  const DeviceDataset* data_;
   int next_ = 0;
   std::array<std::unique_ptr<Slot>, 2> slots_;
 };

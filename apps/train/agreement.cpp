@@ -87,9 +87,11 @@ std::string shown(const std::string& v) {
 }  // namespace
 
 const std::vector<std::string>& rank_local_flags() {
-  static const std::vector<std::string> kLocal = {"threads",    "metrics", "plot",    "profile",
-                                                  "save",       "rank",    "timeout", "init-method",
-                                                  "world-size", "data-dir"};
+  // --cuda-graph and --data-on-device change how a rank's step runs, never its numbers (a
+  // replayed step and a gathered batch equal the eager ones bit for bit).
+  static const std::vector<std::string> kLocal = {
+      "threads", "metrics",     "plot",       "profile",  "save",       "rank",
+      "timeout", "init-method", "world-size", "data-dir", "cuda-graph", "data-on-device"};
   return kLocal;
 }
 

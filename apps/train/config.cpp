@@ -6,6 +6,26 @@
 #include "nn/models.h"
 
 namespace engine::apps {
+namespace {
+
+// GPU options: the ring's path; the step's graph and the data on the device
+// (apps/train/step_graph.h), both off until a GPU has run them.
+void declare_gpu_flags(Flags& f, TrainConfig& c) {
+  f.add_choice(
+      "cuda-ring", &c.cuda_ring, {"auto", "staged", "ipc"},
+      "--backend ring on GPUs: ipc (CUDA IPC between GPUs of one host), staged (pinned "
+      "host memory and the TCP/shm transports); auto: ipc when every rank is on this host");
+  f.add_choice("cuda-graph", &c.cuda_graph, {"auto", "on", "off"},
+               "GPU: after 3 eager warm-up steps, capture the training step once as a CUDA "
+               "graph and replay it (a short batch runs eagerly); auto: where every op of the "
+               "step can be captured, else off with the reason; on: exit 2 naming what cannot "
+               "be (docs/gpu.md)");
+  f.add_choice("data-on-device", &c.data_on_device, {"auto", "on", "off"},
+               "GPU: upload the training set once and gather each batch on the device from its "
+               "indices (uploaded per step); auto: when it fits in a quarter of the free memory");
+}
+
+}  // namespace
 
 namespace {
 
@@ -71,10 +91,7 @@ void declare_train_flags(Flags& f, TrainConfig& c) {
   f.add_choice("backend", &c.backend, {"ring", "nccl", "mpi"},
                "collectives: our ring (CPU or CUDA tensors), NCCL (CUDA tensors) or MPI (every "
                "collective through Open MPI, CUDA tensors staged; ranks started by mpirun)");
-  f.add_choice(
-      "cuda-ring", &c.cuda_ring, {"auto", "staged", "ipc"},
-      "--backend ring on GPUs: ipc (CUDA IPC between GPUs of one host), staged (pinned "
-      "host memory and the TCP/shm transports); auto: ipc when every rank is on this host");
+  declare_gpu_flags(f, c);
   f.add(
       "init-method", &c.init_method,
       "rendezvous: env:// (torchrun, Open MPI or Slurm variables), tcp://host:port, file:///path");
@@ -158,6 +175,10 @@ void validate(const TrainConfig& c) {
                "--resume auto resumes from --checkpoint FILE: give --checkpoint");
   ENGINE_CHECK(!c.eval_only || !c.init_from.empty() || !c.resume.empty(),
                "--eval-only evaluates given weights: add --init-from FILE or --resume FILE");
+  ENGINE_CHECK(c.cuda_graph != "on" || c.device != "cpu",
+               "--cuda-graph on captures a GPU step and --device cpu trains on the CPU");
+  ENGINE_CHECK(c.data_on_device != "on" || c.device != "cpu",
+               "--data-on-device on puts the data on a GPU and --device cpu trains on the CPU");
   validate_distributed(c);
 }
 

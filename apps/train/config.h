@@ -64,6 +64,12 @@ struct TrainConfig {
   std::string trace;     // Chrome trace-event JSON of the run
   std::string plot;      // SVG of loss per step and test accuracy per epoch
   bool profile = false;  // print where the step's time goes, per layer and phase
+  // auto | on | off: the step captured as one CUDA graph (apps/train/step_graph.h, docs/gpu.md);
+  // off by default until a GPU report shows it right.
+  std::string cuda_graph = "off";
+  // auto | on | off: the training set on the GPU, each batch gathered there (data/device_data.h);
+  // off by default until a GPU report shows it right.
+  std::string data_on_device = "off";
 };
 
 // Declares train's flags on f, bound to c.

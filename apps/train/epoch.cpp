@@ -73,7 +73,8 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
                            batch_, c_.sharding == "partition" && c_.shuffle == "on",
                            /*drop_last=*/false, static_cast<uint64_t>(c_.seed), rank_);
   data::BatchUploader uploader(dp_ ? Device::cpu() : device_, batch_, mnist_.train.rows,
-                               mnist_.train.cols);
+                               mnist_.train.cols, device_data_.get());
+  loader.set_indices_only(device_data_ != nullptr);  // --data-on-device: the device gathers
   loader.start_epoch(epoch);
   data::Batch b;
   for (int64_t i = 0; i < first && loader.next(&b); ++i) {
@@ -100,7 +101,7 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     trace::Scope step_scope("step", "step");
     const MicroBatch m = micro_batch(t.next, t.total, c_.accumulate);
     bool took = true;
-    Tensor loss = step(cur, m, &took);
+    Tensor loss = graphed_step(cur, m, &took);
     uploader.done(cur.slot);
     const double l = loss.item();
     if (guard_) guard_->check_pending(l);  // a GPU's scan, read with the loss

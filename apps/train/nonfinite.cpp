@@ -61,6 +61,10 @@ bool NonfiniteGuard::allow_step(int64_t step, const Tensor& loss) {
   return false;
 }
 
+void NonfiniteGuard::replayed(int64_t step) {
+  if (dev_.is_cuda() && mode_ == "stop" && !agree_) pending_step_ = step;
+}
+
 void NonfiniteGuard::check_pending(double loss) {
   if (pending_step_ < 0) return;
   const int64_t step = pending_step_;

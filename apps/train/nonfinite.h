@@ -31,6 +31,9 @@ class NonfiniteGuard {
   bool allow_step(int64_t step, const Tensor& loss);
   // The GPU's deferred answer for the step allow_step let through: throws as allow_step does.
   void check_pending(double loss);
+  // A replayed CUDA graph took step `step`: its scan ran in the graph, like allow_step's; its
+  // answer is read by check_pending as allow_step's deferred one.
+  void replayed(int64_t step);
   int64_t skipped() const { return skipped_; }
 
  private:

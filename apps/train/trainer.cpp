@@ -133,6 +133,9 @@ void Trainer::run() {
   if (rank_ == 0 && !c_.metrics.empty())
     metrics_ = std::make_unique<MetricsWriter>(c_.metrics, !resumed_from_.empty());
   if (!c_.trace.empty() || c_.profile) trace::enable(rank_);
+  graph_ = make_train_step_graph(c_, graph_settings(), rank_, device_, batch_, mnist_.train.rows,
+                                 mnist_.train.cols, &dropout_gen_);
+  device_data_ = make_device_data(c_, mnist_.train, device_, dp_ != nullptr, rank_);
   run_start_ = Clock::now();
   for (int64_t epoch = start_.epoch; epoch < c_.epochs && !steps_done(); ++epoch)
     end_epoch(epoch, run_epoch(epoch));

@@ -27,6 +27,7 @@
 #include "apps/train/config.h"
 #include "apps/train/nonfinite.h"
 #include "apps/train/report.h"
+#include "apps/train/step_graph.h"
 #include "apps/train/zero.h"
 #include "comm/communicator.h"
 #include "comm/grad_sync.h"
@@ -76,6 +77,9 @@ class Trainer {
   // One batch of a --accumulate group; the group's last also synchronises and steps. Returns the
   // loss; *took: whether the optimizer stepped (--nonfinite skip may skip it).
   Tensor step(const data::DeviceBatch& b, const MicroBatch& m, bool* took);
+  // step() through graph_ (--cuda-graph) when there is one (apps/train/step_graph.cpp).
+  Tensor graphed_step(const data::DeviceBatch& b, const MicroBatch& m, bool* took);
+  nn::StepSettings graph_settings() const;
   // The seed of loss.backward(): scale (--accumulate's 1/n), NaN when --nonfinite sees a bad loss.
   Tensor backward_seed(const Tensor& loss, float scale);
   void end_epoch(int64_t epoch, const EpochTally& t);
@@ -115,8 +119,10 @@ class Trainer {
   std::unique_ptr<comm::PowerSgd> powersgd_;  // --grad-compression powersgd:R
   std::unique_ptr<comm::HalfGradSync> half_;  // --grad-compression bf16 | fp16
   std::unique_ptr<Zero1> zero_;  // --zero 1 on several ranks: it steps, opt_ keeps no state
-  std::unique_ptr<NonfiniteGuard> guard_;  // --nonfinite stop|skip; none with off
-  nn::NamedTensors buffers_;               // broadcast from rank 0 before every step
+  std::unique_ptr<NonfiniteGuard> guard_;             // --nonfinite stop|skip; none with off
+  std::unique_ptr<TrainStepGraph> graph_;             // --cuda-graph, when on
+  std::unique_ptr<data::DeviceDataset> device_data_;  // --data-on-device, when on
+  nn::NamedTensors buffers_;                          // broadcast from rank 0 before every step
   std::string resumed_from_;  // the checkpoint this run resumed from; "" when it started fresh
   nn::TrainPosition start_;   // where this run began (--resume; zero otherwise)
   nn::TrainPosition pos_;     // where it is now: pos_.step counts optimizer steps

@@ -151,6 +151,12 @@ ENGINE_CUDA_OP(void scale(int device, float* dst, int64_t count, float s))
 ENGINE_CUDA_OP(void flag_nonfinite(int device, const float* x, int64_t count, float* flag))
 ENGINE_CUDA_OP(void finite_seed(int device, const float* loss, float* seed))
 
+// ---- gather (kernels/gather.h): dst (n, row_numel) = table[idx[i]]; idx on the device ----
+ENGINE_CUDA_OP(void gather_rows_f32(int device, const float* table, int64_t row_numel,
+                                    const int64_t* idx, int64_t n, float* dst))
+ENGINE_CUDA_OP(void gather_rows_i64(int device, const int64_t* table, int64_t row_numel,
+                                    const int64_t* idx, int64_t n, int64_t* dst))
+
 #undef ENGINE_CUDA_OP
 
 }  // namespace engine::kernels::cuda

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/dropout.h"
 #include "nn/step_graph.h"
 
 namespace engine::nn {
@@ -43,6 +44,9 @@ struct Steps {
     };
     p.load_inputs = [this] { log.push_back("load"); };
     p.on_inputs = [this] {
+      // Dropout launches now read their offset on the device, relative to the capture's first.
+      const kernels::DropoutOffsetSource& src = kernels::dropout_offset_source();
+      if (src.base) log.push_back("device offsets from " + std::to_string(src.host_base));
       log.push_back("record@" + std::to_string(gen.reserve(40)));
       ++host_steps;
       return Tensor::full({}, 2.f, Device::cpu());
@@ -58,10 +62,12 @@ TEST(StepGraph, WarmsUpCapturesOnceThenReplays) {
   StepGraph g(std::move(fake), 128, 3, &s.gen);
   for (int i = 0; i < 6; ++i) g.run(128, s.parts());
   // Offsets: 10 counters a step (40 draws); the capture records at 30, its launch reads 30.
-  const std::vector<std::string> want = {"eager@0", "eager@10",  "eager@20", "load",
-                                         "begin",   "record@30", "end",      "replay@30",
-                                         "load",    "replay@40", "load",     "replay@50"};
+  const std::vector<std::string> want = {
+      "eager@0",   "eager@10", "eager@20",  "load", "begin",     "device offsets from 30",
+      "record@30", "end",      "replay@30", "load", "replay@40", "load",
+      "replay@50"};
   EXPECT_EQ(s.log, want);
+  EXPECT_EQ(kernels::dropout_offset_source().base, nullptr);  // eager again after the capture
   EXPECT_TRUE(g.captured());
   EXPECT_EQ(g.replays(), 2);
   EXPECT_EQ(g.last(), StepRun::Replayed);
@@ -82,8 +88,9 @@ TEST(StepGraph, ShortBatchRunsEagerlyAndDoesNotCountAsWarmUp) {
   EXPECT_EQ(g.last(), StepRun::Eager);
   g.run(128, s.parts());
   EXPECT_EQ(g.last(), StepRun::Replayed);
-  const std::vector<std::string> want = {"eager@0", "eager@10",  "load",     "begin", "record@20",
-                                         "end",     "replay@20", "eager@30", "load",  "replay@40"};
+  const std::vector<std::string> want = {
+      "eager@0",   "eager@10", "load", "begin",    "device offsets from 20", "record@20", "end",
+      "replay@20", "eager@30", "load", "replay@40"};
   EXPECT_EQ(s.log, want);
 }
 

@@ -1,0 +1,48 @@
+// tests/apps/test_train_cuda_graph.cpp: train's --cuda-graph on a machine without a GPU: off by
+// default and silent, auto says why it is off, on exits 2 naming the flag and the reason. The
+// policy itself (warm-up, capture, replays, each reason) is tested in tests/nn/test_step_graph.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/apps/train_fixture.h"
+
+namespace engine::testing {
+namespace {
+
+class TrainCudaGraph : public TrainTest {
+ protected:
+  RunResult train(const std::string& extra) const {
+    return run(kTrain + " --model linear --steps 2 --batch-size 32 --device cpu --data-dir " +
+               data_ + " " + extra);
+  }
+};
+
+TEST_F(TrainCudaGraph, OffByDefaultAndSilent) {
+  const RunResult r = train("");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("CUDA graph"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainCudaGraph, AutoOnTheCpuSaysWhyItIsOff) {
+  const RunResult r = train("--cuda-graph auto");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("CUDA graph: off (the device is the CPU)\n"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(TrainCudaGraph, OnWhereTheStepCannotBeCapturedExitsTwoNamingTheFlag) {
+  RunResult r = train("--cuda-graph on");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--cuda-graph on"), std::string::npos) << r.output;
+  // --device auto on a machine without a GPU: the device is the CPU, found at run time.
+  r = run(kTrain + " --model linear --steps 2 --batch-size 32 --data-dir " + data_ +
+          " --cuda-graph on");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--cuda-graph on: the step cannot be captured: the device is the CPU"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace engine::testing
