@@ -1,7 +1,11 @@
 // comm/grad_sync.cpp: the three gradient synchronisations.
 #include "comm/grad_sync.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/cuda_backend.h"
 #include "core/error.h"
@@ -187,8 +191,48 @@ void GradSync::finish() {
   }
 }
 
+namespace {
+
+// like's elements at byte `offset` of flat's storage (flat: U8, contiguous).
+Tensor bytes_as(const Tensor& flat, size_t offset, const Tensor& like) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = flat.impl()->storage;
+  impl->offset_bytes = flat.impl()->offset_bytes + offset;
+  impl->shape = like.shape();
+  impl->strides = contiguous_strides(like.shape());
+  impl->dtype = like.dtype();
+  return Tensor(impl);
+}
+
+}  // namespace
+
+// The tensors of each device travel packed in one byte buffer (each at an offset aligned to 8
+// bytes): one broadcast per device instead of one per tensor (BatchNorm's running statistics and
+// counts: 6 tensors for convnet, broadcast before every step).
 void broadcast_tensors(Communicator& comm, const NamedParams& tensors, int root) {
-  for (auto& [n, t] : tensors) comm.broadcast(t, root);
+  std::vector<Device> devices;
+  for (const auto& [n, t] : tensors)
+    if (std::find(devices.begin(), devices.end(), t.device()) == devices.end())
+      devices.push_back(t.device());
+  for (const Device& dev : devices) {
+    std::vector<std::pair<Tensor, size_t>> parts;  // (tensor, byte offset)
+    size_t nbytes = 0;
+    for (const auto& [n, t] : tensors) {
+      if (t.device() != dev) continue;
+      parts.emplace_back(t, nbytes);
+      nbytes += (t.nbytes() + 7) / 8 * 8;
+    }
+    if (parts.size() == 1) {
+      comm.broadcast(parts[0].first, root);
+      continue;
+    }
+    Tensor flat = Tensor::empty({static_cast<int64_t>(nbytes)}, DType::U8, dev);
+    if (comm.rank() == root)
+      for (auto& [t, at] : parts) bytes_as(flat, at, t).copy_from(t);
+    comm.broadcast(flat, root);
+    if (comm.rank() != root)
+      for (auto& [t, at] : parts) Tensor(t).copy_from(bytes_as(flat, at, t));
+  }
 }
 
 }  // namespace engine::comm

@@ -64,7 +64,8 @@ class GradSync {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-// Copies rank root's tensors to every rank (parameters and buffers at start; buffers each step).
+// Copies rank root's tensors to every rank (parameters and buffers at start; buffers each step):
+// one broadcast per device, the device's tensors packed into one byte buffer.
 void broadcast_tensors(Communicator& comm, const NamedParams& tensors, int root = 0);
 
 }  // namespace engine::comm

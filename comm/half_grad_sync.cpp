@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/sync_guard.h"
 #include "core/trace.h"
 #include "kernels/half.h"
 
@@ -19,6 +20,7 @@ HalfGradSync::HalfGradSync(Communicator& comm, NamedParams params, DType wire)
 void HalfGradSync::reduce() {
   trace::Scope ts(wire_ == DType::BF16 ? "allreduce bf16" : "allreduce fp16", "comm");
   const bool bf16 = wire_ == DType::BF16;
+  sync_guard::Allow host_staged;  // the gradients travel through host memory (a read per step)
   std::vector<uint16_t> flat(static_cast<size_t>(count_), 0);
   size_t at = 0;
   for (const auto& [name, p] : params_) {

@@ -13,6 +13,9 @@ thread_local bool g_grad_enabled = true;
 
 // A leaf's gradient sink: sums incoming gradients into leaf.grad, then fires the leaf's hooks.
 // It runs once per backward, after every path to the leaf has delivered, so the grad is final.
+// The gradient's memory persists across steps: a backward's first delivery is copied into the
+// buffer the last one used, once zero_grad has let go of it (no one else holds it), so a
+// training step allocates no gradient memory after its first.
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
@@ -20,7 +23,7 @@ class AccumulateGrad : public Node {
     auto leaf = leaf_.lock();
     if (!leaf) return {};
     if (!leaf->grad) {
-      leaf->grad = grad.clone().impl_ptr();
+      leaf->grad = first_delivery(grad);
     } else {
       Tensor(leaf->grad).add_(grad);
     }
@@ -31,7 +34,20 @@ class AccumulateGrad : public Node {
   std::string name() const override { return "AccumulateGrad"; }
 
  private:
+  // grad copied into the kept buffer when only this node holds it (its TensorImpl and its
+  // storage) and it fits; into a new one otherwise (the first step, or a grad still held).
+  std::shared_ptr<TensorImpl> first_delivery(const Tensor& grad) {
+    const bool reusable = buffer_ && buffer_.use_count() == 1 &&
+                          buffer_->storage.use_count() == 1 && buffer_->shape == grad.shape() &&
+                          buffer_->dtype == grad.dtype() &&
+                          buffer_->storage->device == grad.device();
+    if (!reusable) buffer_ = Tensor::empty(grad.shape(), grad.dtype(), grad.device()).impl_ptr();
+    Tensor(buffer_).copy_from(grad);
+    return buffer_;
+  }
+
   std::weak_ptr<TensorImpl> leaf_;
+  std::shared_ptr<TensorImpl> buffer_;  // the gradient's memory, kept across backwards
 };
 
 }  // namespace

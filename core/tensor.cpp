@@ -10,6 +10,7 @@
 #include "core/cuda_backend.h"
 #include "core/elementwise.h"
 #include "core/error.h"
+#include "core/sync_guard.h"
 
 namespace engine {
 
@@ -172,12 +173,14 @@ Tensor Tensor::detach() const {
 }
 
 std::vector<float> Tensor::to_vector() const {
+  sync_guard::note("Tensor::to_vector()");
   Tensor c = to(Device::cpu());
   const float* p = c.data<float>();
   return std::vector<float>(p, p + numel());
 }
 
 std::vector<int64_t> Tensor::to_vector_i64() const {
+  sync_guard::note("Tensor::to_vector_i64()");
   Tensor c = to(Device::cpu());
   const int64_t* p = c.data<int64_t>();
   return std::vector<int64_t>(p, p + numel());
@@ -185,6 +188,7 @@ std::vector<int64_t> Tensor::to_vector_i64() const {
 
 float Tensor::item() const {
   ENGINE_CHECK(numel() == 1, "item() of a tensor of shape ", shape_str(shape()));
+  sync_guard::note("Tensor::item()");
   return to_vector()[0];
 }
 

@@ -68,4 +68,16 @@ ENGINE_HD void adam_update(float& p, float g, float& m, float& v, const AdamCoef
   p = p + c.neg_step_size * m / denom;
 }
 
+// One parameter of a fused multi-tensor step (every parameter in one call; on CUDA one launch):
+// SGD uses buf as its momentum buffer (null when momentum is 0) and `first` as sgd_update does;
+// Adam uses buf and buf2 as m and v.
+struct OptimTensor {
+  float* param = nullptr;
+  const float* grad = nullptr;
+  float* buf = nullptr;
+  float* buf2 = nullptr;
+  int64_t count = 0;
+  bool first = false;
+};
+
 }  // namespace engine::kernels

@@ -1,7 +1,10 @@
 // nn/optim.cpp: SGD and Adam over a model's parameters, on the parameters' device.
 #include "nn/optim.h"
 
+#include <vector>
+
 #include "core/error.h"
+#include "kernels/choice.h"
 #include "kernels/cpu/optim.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/dispatch.h"
@@ -31,6 +34,16 @@ void check_grad(const Tensor& p, const Tensor& g, const std::string& name) {
                shape_str(p.shape()), ", its gradient ", shape_str(g.shape()));
 }
 
+// The fused multi-tensor step (one call; on CUDA one launch) is taken on the CPU always, on CUDA
+// only with the engine's own kernels chosen (kernels/choice.h: not yet run on a GPU), and only
+// when every parameter with a gradient is on one device.
+bool fused(const std::vector<Device>& devs) {
+  for (const Device& d : devs)
+    if (d != devs[0]) return false;
+  return !devs.empty() &&
+         (devs[0].is_cpu() || kernels::cuda_kernels() == kernels::CudaKernels::Engine);
+}
+
 }  // namespace
 
 void Optimizer::zero_grad() {
@@ -41,6 +54,8 @@ SGD::SGD(NamedTensors params, kernels::SgdConfig cfg)
     : Optimizer(std::move(params)), cfg_(cfg), momentum_(params_.size()) {}
 
 void SGD::step() {
+  std::vector<kernels::OptimTensor> ts;  // the parameters with a gradient, on devs
+  std::vector<Device> devs;
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& [name, p] = params_[i];
     Tensor g = p.grad();
@@ -50,8 +65,18 @@ void SGD::step() {
     if (first && cfg_.momentum != 0.0)
       momentum_[i] = Tensor::empty(p.shape(), DType::F32, p.device());
     float* buf = cfg_.momentum != 0.0 ? momentum_[i].data<float>() : nullptr;
-    kernels::call(p.device(), kernels::cpu::sgd_step, kernels::cuda::sgd_step, p.data<float>(),
-                  g.data<float>(), buf, p.numel(), cfg_, first);
+    ts.push_back({p.data<float>(), g.data<float>(), buf, nullptr, p.numel(), first});
+    devs.push_back(p.device());
+  }
+  if (fused(devs)) {
+    kernels::call(devs[0], kernels::cpu::sgd_step_multi, kernels::cuda::sgd_step_multi, ts.data(),
+                  static_cast<int64_t>(ts.size()), cfg_);
+  } else {
+    for (size_t k = 0; k < ts.size(); ++k) {
+      const kernels::OptimTensor& t = ts[k];
+      kernels::call(devs[k], kernels::cpu::sgd_step, kernels::cuda::sgd_step, t.param, t.grad,
+                    t.buf, t.count, cfg_, t.first);
+    }
   }
   ++steps_;
 }
@@ -78,6 +103,8 @@ Adam::Adam(NamedTensors params, kernels::AdamConfig cfg)
 
 void Adam::step() {
   ++steps_;
+  std::vector<kernels::OptimTensor> ts;  // the parameters with a gradient, on devs
+  std::vector<Device> devs;
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& [name, p] = params_[i];
     Tensor g = p.grad();
@@ -87,9 +114,19 @@ void Adam::step() {
       exp_avg_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
       exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
     }
-    kernels::call(p.device(), kernels::cpu::adam_step, kernels::cuda::adam_step, p.data<float>(),
-                  g.data<float>(), exp_avg_[i].data<float>(), exp_avg_sq_[i].data<float>(),
-                  p.numel(), cfg_, steps_);
+    ts.push_back({p.data<float>(), g.data<float>(), exp_avg_[i].data<float>(),
+                  exp_avg_sq_[i].data<float>(), p.numel(), false});
+    devs.push_back(p.device());
+  }
+  if (fused(devs)) {
+    kernels::call(devs[0], kernels::cpu::adam_step_multi, kernels::cuda::adam_step_multi, ts.data(),
+                  static_cast<int64_t>(ts.size()), cfg_, steps_);
+    return;
+  }
+  for (size_t k = 0; k < ts.size(); ++k) {
+    const kernels::OptimTensor& t = ts[k];
+    kernels::call(devs[k], kernels::cpu::adam_step, kernels::cuda::adam_step, t.param, t.grad,
+                  t.buf, t.buf2, t.count, cfg_, steps_);
   }
 }
 

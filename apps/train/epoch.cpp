@@ -5,6 +5,7 @@
 
 #include "apps/train/trainer.h"
 #include "core/autograd.h"
+#include "core/sync_guard.h"
 #include "core/trace.h"
 #include "data/loader.h"
 #include "data/sampler.h"
@@ -85,6 +86,17 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     t.loss_sum = start_.epoch_loss_sums[rank_];  // the epoch line stays the whole epoch's mean
     t.batches = first;
   }
+  loss_log_.start(t.loss_sum);
+  // Reads what the steps recorded on the device (outside the steps: at a progress line, a
+  // checkpoint and the epoch's end): the loss sum, --plot's per-step losses, --nonfinite stop's
+  // queued scans. Returns the last step's loss.
+  auto read_losses = [&] {
+    const std::vector<double> ls = loss_log_.read();
+    if (guard_) guard_->check_pending();
+    if (!c_.plot.empty()) step_loss_.insert(step_loss_.end(), ls.begin(), ls.end());
+    t.loss_sum = loss_log_.sum();
+    return loss_log_.last();
+  };
   progress_.start_epoch(
       epoch, first,
       nn::progress_end(t.total, first, c_.steps > 0 ? (c_.steps - pos_.step) * c_.accumulate : -1));
@@ -101,25 +113,29 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     trace::Scope step_scope("step", "step");
     const MicroBatch m = micro_batch(t.next, t.total, c_.accumulate);
     bool took = true;
-    Tensor loss = graphed_step(cur, m, &took);
+    {
+      sync_guard::StepScope in_step;  // ENGINE_SYNC_GUARD=1: no host read until it ends
+      const Tensor loss = graphed_step(cur, m, &took);
+      loss_log_.record(loss);
+      if (guard_) guard_->queue_scan(loss);  // after a replay too: never inside the graph
+    }
     uploader.done(cur.slot);
-    const double l = loss.item();
-    if (guard_) guard_->check_pending(l);  // a GPU's scan, read with the loss
     if (!took) ++t.skipped;
-    if (!c_.plot.empty()) step_loss_.push_back(l);
-    t.loss_sum += l;
     ++t.batches;
     t.images += cur.size * world_;
     if (m.last) {
       ++t.steps;
       t.comm_bytes += sync_bytes();
     }
-    progress_.update(t.next, l, cur.size * world_);
+    progress_.update(t.next, read_losses, cur.size * world_);
     // --checkpoint-every K; the epoch's last step and the run's are checkpointed by end_epoch.
     if (m.last && took && c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 &&
-        t.next + 1 < t.total && !steps_done())
+        t.next + 1 < t.total && !steps_done()) {
+      read_losses();
       save_checkpoint(epoch, t.next + 1, t.loss_sum);
+    }
   }
+  read_losses();
   t.train_s = std::chrono::duration<double>(Clock::now() - start).count();
   progress_.finish();
   return t;

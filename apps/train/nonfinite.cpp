@@ -1,9 +1,11 @@
 // apps/train/nonfinite.cpp: see nonfinite.h.
 #include "apps/train/nonfinite.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
+#include "core/sync_guard.h"
 #include "kernels/cpu/finite.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/dispatch.h"
@@ -25,52 +27,77 @@ Tensor NonfiniteGuard::seed(const Tensor& loss) {
   return seed_.view(loss.shape());
 }
 
-void NonfiniteGuard::scan() {
-  flags_.fill_(0.f);
-  float* flags = flags_.data<float>();
+void NonfiniteGuard::scan(Tensor row) {
+  row.fill_(0.f);
+  float* out = row.data<float>();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].second.grad();
     if (!g.defined()) continue;
     kernels::call(dev_, kernels::cpu::flag_nonfinite, kernels::cuda::flag_nonfinite,
-                  g.data<float>(), g.numel(), flags + i);
+                  g.data<float>(), g.numel(), out + i);
   }
 }
 
-std::string NonfiniteGuard::first_flagged() {
-  const std::vector<float> f = flags_.to_vector();  // on a GPU: waits for the scan
-  int64_t first = static_cast<int64_t>(f.size());
+int64_t NonfiniteGuard::first_in(const std::vector<float>& f) const {
   for (size_t i = 0; i < f.size(); ++i)
-    if (f[i] != 0.f) {
-      first = static_cast<int64_t>(i);
-      break;
-    }
-  if (agree_) agree_->all_reduce(&first, 1, DType::I64, comm::ReduceOp::Min);
-  return first < static_cast<int64_t>(f.size()) ? params_[first].first : "";
+    if (f[i] != 0.f) return static_cast<int64_t>(i);
+  return static_cast<int64_t>(f.size());
 }
 
 bool NonfiniteGuard::allow_step(int64_t step, const Tensor& loss) {
-  scan();
-  if (dev_.is_cuda() && mode_ == "stop" && !agree_) {
-    pending_step_ = step;
+  const int64_t p = static_cast<int64_t>(params_.size());
+  if (mode_ == "stop" && !agree_) {  // the flags stay on the device; queue_scan queues them
+    scan(flags_);
+    scanned_step_ = step;
     return true;
   }
-  const std::string bad = first_flagged();
-  if (bad.empty()) return true;
-  if (mode_ == "stop") stop(step, bad, loss.item());
+  sync_guard::Allow allow;  // skip, and the ranks' agreement: a host decision every step
+  scan(flags_);
+  int64_t first = first_in(flags_.to_vector());
+  if (agree_) agree_->all_reduce(&first, 1, DType::I64, comm::ReduceOp::Min);
+  if (first >= p) return true;
+  if (mode_ == "stop") stop(step, params_[first].first, loss.item());
   ++skipped_;
   return false;
 }
 
 void NonfiniteGuard::replayed(int64_t step) {
-  if (dev_.is_cuda() && mode_ == "stop" && !agree_) pending_step_ = step;
+  if (mode_ == "stop" && !agree_) scanned_step_ = step;
 }
 
-void NonfiniteGuard::check_pending(double loss) {
-  if (pending_step_ < 0) return;
-  const int64_t step = pending_step_;
-  pending_step_ = -1;
-  const std::string bad = first_flagged();
-  if (!bad.empty()) stop(step, bad, loss);
+// A row per step since the last read: a graph writes its scan into flags_ at every replay, so the
+// flags are copied out before the next step (queued on the device: no host wait).
+void NonfiniteGuard::queue_scan(const Tensor& loss) {
+  if (scanned_step_ < 0) return;
+  const int64_t p = static_cast<int64_t>(params_.size());
+  const int64_t k = static_cast<int64_t>(pending_steps_.size());
+  if (!rows_.defined() || (k + 1) * p > rows_.numel()) {  // grows on the device, no host wait
+    Tensor grown = Tensor::empty({std::max<int64_t>(128, 2 * k) * std::max<int64_t>(p, 1)},
+                                 DType::F32, dev_);
+    if (k > 0 && p > 0) grown.flat_slice(0, k * p).copy_from(rows_.flat_slice(0, k * p));
+    rows_ = grown;
+  }
+  if (p > 0) rows_.flat_slice(k * p, p).copy_from(flags_);
+  pending_steps_.push_back(scanned_step_);
+  pending_losses_.push_back(loss.detach().clone());
+  scanned_step_ = -1;
+}
+
+void NonfiniteGuard::check_pending() {
+  if (pending_steps_.empty()) return;
+  const int64_t p = static_cast<int64_t>(params_.size());
+  const int64_t k = static_cast<int64_t>(pending_steps_.size());
+  const std::vector<float> all =
+      p > 0 ? rows_.flat_slice(0, k * p).to_vector() : std::vector<float>{};
+  std::vector<int64_t> steps;
+  std::vector<Tensor> losses;
+  steps.swap(pending_steps_);
+  losses.swap(pending_losses_);
+  for (int64_t r = 0; r < k && p > 0; ++r) {
+    const int64_t first =
+        first_in(std::vector<float>(all.begin() + r * p, all.begin() + (r + 1) * p));
+    if (first < p) stop(steps[r], params_[first].first, losses[r].item());
+  }
 }
 
 void NonfiniteGuard::stop(int64_t step, const std::string& name, double loss) const {

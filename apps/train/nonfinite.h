@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/device.h"
@@ -25,21 +26,28 @@ class NonfiniteGuard {
   // no host wait).
   Tensor seed(const Tensor& loss);
   // Call once the gradients are synchronised, before the optimizer step: whether to take the
-  // step. Throws engine::Error (stop) naming the step and the first parameter whose gradient is
-  // not finite; false (skip) on every rank alike. On a GPU with stop, the scan is queued and read
-  // by check_pending, when the host reads the loss anyway.
+  // step. skip (and stop under agree): reads the scan now (a host read inside the step, allowed
+  // by the sync guard), false on every rank alike. stop: the scan's flags are queued into a row of
+  // their own by queue_scan, after the step, and the step goes on; check_pending reads the rows where the host reads the loss anyway
+  // (progress line, checkpoint, epoch end), so the step itself reads nothing back.
   bool allow_step(int64_t step, const Tensor& loss);
-  // The GPU's deferred answer for the step allow_step let through: throws as allow_step does.
-  void check_pending(double loss);
-  // A replayed CUDA graph took step `step`: its scan ran in the graph, like allow_step's; its
-  // answer is read by check_pending as allow_step's deferred one.
+  // A replayed CUDA graph took step `step`: its scan ran in the graph, into the flags allow_step
+  // scans into (stop); queue_scan queues it as it queues allow_step's.
   void replayed(int64_t step);
+  // After the step returns (or a replay is queued), outside any graph: stop queues the scan of
+  // the step allow_step or replayed named: the flags copied into a row of their own and the loss
+  // copied, both on the device, for check_pending. Nothing when no scan waits.
+  void queue_scan(const Tensor& loss);
+  // Reads the queued scans (outside the step): throws engine::Error naming the first step and
+  // the first parameter of it whose gradient was not finite, and that step's loss.
+  void check_pending();
   int64_t skipped() const { return skipped_; }
 
  private:
-  void scan();
-  // The first parameter whose gradient the last scan flagged; "" when none.
-  std::string first_flagged();
+  // Flags into row (P, on dev_): 1 for each parameter whose gradient holds inf or NaN.
+  void scan(Tensor row);
+  // The first parameter flagged in f (P); params_.size() when none.
+  int64_t first_in(const std::vector<float>& f) const;
   [[noreturn]] void stop(int64_t step, const std::string& name, double loss) const;
 
   std::string mode_;
@@ -48,7 +56,11 @@ class NonfiniteGuard {
   Device dev_;
   int rank_;
   Tensor flags_, seed_;  // (P) one per parameter; (1)
-  int64_t pending_step_ = -1, skipped_ = 0;
+  Tensor rows_;          // stop: (capacity, P), a queued scan per step since the last read
+  std::vector<int64_t> pending_steps_;  // the step of each queued row
+  std::vector<Tensor> pending_losses_;  // its loss (detached, on the device)
+  int64_t skipped_ = 0;
+  int64_t scanned_step_ = -1;  // stop: the step whose scan is in flags_, not queued yet
 };
 
 // The name of the first floating-point tensor of ts holding inf or NaN; "" when none.

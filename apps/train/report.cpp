@@ -28,7 +28,7 @@ void Progress::start_epoch(int64_t epoch, int64_t first_batch, int64_t end) {
   t0_ = last_ = Clock::now();
 }
 
-void Progress::update(int64_t batch, double loss, int64_t images) {
+void Progress::update(int64_t batch, const std::function<double()>& loss, int64_t images) {
   if (!enabled_) return;
   images_ += images;
   auto now = Clock::now();
@@ -46,7 +46,7 @@ void Progress::update(int64_t batch, double loss, int64_t images) {
   p.epoch = epoch_;
   p.done = batch + 1;
   p.end = end_;
-  p.loss = loss;
+  p.loss = loss();  // read only for a line shown
   p.images_per_s = s > 0 ? images_ / s : 0;
   p.seconds_left = done > 0 ? s / done * static_cast<double>(end_ - batch - 1) : 0;
   if (tty_) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace engine::apps {
@@ -27,7 +28,8 @@ class Progress {
   Progress(int rank, bool enabled);
   // Batches first .. end - 1 of the epoch are trained now (end: nn::progress_end).
   void start_epoch(int64_t epoch, int64_t first_batch, int64_t end);
-  void update(int64_t batch, double loss, int64_t images);
+  // loss: called only when a line is shown (a host read of the device's losses).
+  void update(int64_t batch, const std::function<double()>& loss, int64_t images);
   void finish();
 
  private:

@@ -25,6 +25,7 @@
 
 #include "apps/train/accumulate.h"
 #include "apps/train/config.h"
+#include "apps/train/loss_log.h"
 #include "apps/train/nonfinite.h"
 #include "apps/train/report.h"
 #include "apps/train/step_graph.h"
@@ -128,6 +129,7 @@ class Trainer {
   nn::TrainPosition pos_;     // where it is now: pos_.step counts optimizer steps
   std::unique_ptr<MetricsWriter> metrics_;
   Progress progress_;
+  LossLog loss_log_;                                   // the epoch's losses, on the device
   std::vector<double> step_loss_;                      // --plot: rank 0's loss per step
   std::vector<std::pair<int64_t, double>> epoch_acc_;  // --plot: (step, test accuracy)
   std::chrono::steady_clock::time_point run_start_;

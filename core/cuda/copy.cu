@@ -5,6 +5,7 @@
 #include "core/cuda/h2d_staging.cuh"
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
+#include "core/sync_guard.h"
 
 namespace engine::cuda {
 
@@ -24,6 +25,7 @@ void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nby
   } else if (src_dev.is_cpu()) {
     upload_pageable(dst, src, nbytes, dst_dev.index);
   } else if (dst_dev.is_cpu()) {
+    sync_guard::note("device -> host copy (cuda::copy)");
     DeviceGuard guard(src_dev.index);
     cudaStream_t s = compute_stream(src_dev.index);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));

@@ -4,6 +4,7 @@
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
 #include "core/error.h"
+#include "core/sync_guard.h"
 
 namespace engine::cuda {
 namespace {
@@ -50,6 +51,7 @@ void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 
 void synchronize(int device, Stream s) {
+  sync_guard::note("cuda::synchronize (a stream)");
   DeviceGuard guard(device);
   CUDA_CHECK(cudaStreamSynchronize(stream_of(device, s)));
 }
@@ -102,6 +104,7 @@ bool Event::done() const {
 
 void Event::synchronize() const {
   if (!ev_) return;
+  sync_guard::note("cuda::Event::synchronize");
   DeviceGuard guard(device_);
   CUDA_CHECK(cudaEventSynchronize(as_event(ev_)));
 }

@@ -19,6 +19,7 @@
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
 #include "core/error.h"
+#include "core/sync_guard.h"
 
 namespace engine::cuda {
 namespace {
@@ -51,6 +52,7 @@ struct Ring {
       } else if (head + n < tail) {  // free: [head, tail)
         return head;
       }
+      sync_guard::note("host -> device staging ring full (waits for an upload)");
       CUDA_CHECK(cudaEventSynchronize(inflight.front().done));
     }
   }

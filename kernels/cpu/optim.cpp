@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -97,6 +98,58 @@ void adam_step(float* param, const float* grad, float* m, float* v, int64_t coun
   const AdamCoeffs k = adam_coeffs(c, step);
   parallel_for(count, kGrain,
                [&](int64_t b, int64_t e) { adam_range(param, grad, m, v, b, e, k); });
+}
+
+namespace {
+
+// Calls fn(tensor index, begin, end) for the part of every tensor that elements [b, e) of the
+// tensors laid end to end cover (start: each tensor's first element there, n + 1 entries).
+template <class Fn>
+void for_parts(const std::vector<int64_t>& start, int64_t b, int64_t e, Fn fn) {
+  const auto first = std::upper_bound(start.begin(), start.end(), b) - start.begin() - 1;
+  for (int64_t k = first; k + 1 < static_cast<int64_t>(start.size()) && start[k] < e; ++k) {
+    const int64_t lo = std::max(b, start[k]) - start[k], hi = std::min(e, start[k + 1]) - start[k];
+    if (lo < hi) fn(k, lo, hi);
+  }
+}
+
+std::vector<int64_t> starts(const OptimTensor* ts, int64_t n) {
+  std::vector<int64_t> start(static_cast<size_t>(n) + 1, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    ENGINE_CHECK(ts[k].count >= 0, "optimizer: tensor ", k, " has a negative count");
+    start[k + 1] = start[k] + ts[k].count;
+  }
+  return start;
+}
+
+}  // namespace
+
+void sgd_step_multi(const OptimTensor* ts, int64_t n, const SgdConfig& c) {
+  ENGINE_CHECK(!c.nesterov || (c.momentum > 0.0 && c.dampening == 0.0),
+               "sgd_step: nesterov momentum requires a momentum and zero dampening");
+  for (int64_t k = 0; k < n; ++k)
+    ENGINE_CHECK(c.momentum == 0.0 || ts[k].buf || ts[k].count == 0, "sgd_step: momentum ",
+                 c.momentum, " needs a momentum buffer (tensor ", k, ")");
+  const SgdCoeffs co = sgd_coeffs(c);
+  const std::vector<int64_t> start = starts(ts, n);
+  parallel_for(start.back(), kGrain, [&](int64_t b, int64_t e) {
+    for_parts(start, b, e, [&](int64_t k, int64_t lo, int64_t hi) {
+      const OptimTensor& t = ts[k];
+      sgd_range(t.param, t.grad, c.momentum != 0.0 ? t.buf : nullptr, lo, hi, co, t.first);
+    });
+  });
+}
+
+void adam_step_multi(const OptimTensor* ts, int64_t n, const AdamConfig& c, int64_t step) {
+  ENGINE_CHECK(step >= 1, "adam_step: step counts from 1, got ", step);
+  const AdamCoeffs co = adam_coeffs(c, step);
+  const std::vector<int64_t> start = starts(ts, n);
+  parallel_for(start.back(), kGrain, [&](int64_t b, int64_t e) {
+    for_parts(start, b, e, [&](int64_t k, int64_t lo, int64_t hi) {
+      const OptimTensor& t = ts[k];
+      adam_range(t.param, t.grad, t.buf, t.buf2, lo, hi, co);
+    });
+  });
 }
 
 }  // namespace engine::kernels::cpu

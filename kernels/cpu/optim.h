@@ -17,4 +17,10 @@ void sgd_step(float* param, const float* grad, float* buf, int64_t count, const 
 void adam_step(float* param, const float* grad, float* m, float* v, int64_t count,
                const AdamConfig& c, int64_t step);
 
+// The fused multi-tensor forms: every tensor of ts (n of them) in one call, split over the
+// threads by elements across tensor boundaries; each element gets exactly sgd_step's or
+// adam_step's operations, so the results are the per-tensor calls' bit for bit.
+void sgd_step_multi(const OptimTensor* ts, int64_t n, const SgdConfig& c);
+void adam_step_multi(const OptimTensor* ts, int64_t n, const AdamConfig& c, int64_t step);
+
 }  // namespace engine::kernels::cpu

@@ -123,8 +123,8 @@ ENGINE_CUDA_OP(void batch_norm_backward(int device, const float* dy, const float
 ENGINE_CUDA_OP(void log_softmax_forward(int device, const float* x, float* y, int64_t n, int64_t c))
 ENGINE_CUDA_OP(void log_softmax_backward(int device, const float* dy, const float* y, float* dx,
                                          int64_t n, int64_t c))
-// *loss (device scalar) = mean_i -logp[i, target[i]] (0 for N = 0). Waits for the device: a bad
-// target throws engine::Error naming its row and value, as the CPU kernel does.
+// *loss (device scalar) = mean_i -logp[i, target[i]] (0 for N = 0). No host wait: a target
+// outside [0, c) is never read through and makes the loss NaN (the CPU kernel throws instead).
 ENGINE_CUDA_OP(void nll_loss_forward(int device, const float* logp, const int64_t* target,
                                      float* loss, int64_t n, int64_t c))
 // dlogp = -(*dloss)/N at each target, 0 elsewhere; dloss is a device scalar (no host sync).
@@ -137,6 +137,13 @@ ENGINE_CUDA_OP(void sgd_step(int device, float* param, const float* grad, float*
                              const SgdConfig& c, bool first))
 ENGINE_CUDA_OP(void adam_step(int device, float* param, const float* grad, float* m, float* v,
                               int64_t count, const AdamConfig& c, int64_t step))
+// Fused multi-tensor forms (kernels/optim.h OptimTensor): every tensor in one launch (up to 32
+// per launch), the table in the kernel's parameters. Not yet run on a GPU: nn/optim uses them
+// only with kernels::cuda_kernels() == Engine (--cuda-kernels engine).
+ENGINE_CUDA_OP(void sgd_step_multi(int device, const OptimTensor* ts, int64_t n,
+                                   const SgdConfig& c))
+ENGINE_CUDA_OP(void adam_step_multi(int device, const OptimTensor* ts, int64_t n,
+                                    const AdamConfig& c, int64_t step))
 
 // ---- collective reduction steps: dst[i] = op(dst[i], src[i]); dst[i] *= s ----
 ENGINE_CUDA_OP(void reduce_into(int device, float* dst, const float* src, int64_t count,

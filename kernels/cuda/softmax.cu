@@ -1,7 +1,7 @@
 // kernels/cuda/softmax.cu: log-softmax, NLL loss and argmax over rows of (N, C), around
 // kernels/softmax.h. One thread per row runs the same row helpers, in the same order, as the CPU
 // (the models' rows are 10 classes wide); the loss is one block with block_sum's fixed tree.
-#include <climits>
+#include <math_constants.h>
 
 #include "core/cuda_backend.h"
 #include "core/error.h"
@@ -31,19 +31,18 @@ __global__ void log_softmax_backward_kernel(const float* dy, const float* y, flo
   }
 }
 
-// One block: loss = mean_i -logp[i, target[i]]; *bad = the smallest row with a bad target.
+// One block: loss = mean_i -logp[i, target[i]]. A target outside [0, c) is never read through:
+// its row adds NaN, so the loss is NaN (no host read here: the training data's labels are
+// checked on the host when the data is opened, and a NaN loss shows at the progress line and to
+// --nonfinite).
 __global__ void __launch_bounds__(kThreads)
-    nll_loss_forward_kernel(const float* logp, const int64_t* target, float* loss,
-                            unsigned long long* bad, int64_t n, int64_t c) {
+    nll_loss_forward_kernel(const float* logp, const int64_t* target, float* loss, int64_t n,
+                            int64_t c) {
   __shared__ double scratch[kThreads];
   double part = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) {
     const int64_t t = target[i];
-    if (!class_index_valid(t, c)) {
-      atomicMin(bad, static_cast<unsigned long long>(i));
-      continue;
-    }
-    part -= static_cast<double>(logp[i * c + t]);
+    part -= class_index_valid(t, c) ? static_cast<double>(logp[i * c + t]) : CUDART_NAN;
   }
   const double sum = block_sum(part, scratch);
   if (threadIdx.x == 0) *loss = n ? static_cast<float>(sum / static_cast<double>(n)) : 0.f;
@@ -91,29 +90,9 @@ void nll_loss_forward(int device, const float* logp, const int64_t* target, floa
                       int64_t c) {
   check(n, c, "cuda::nll_loss_forward");
   ::engine::cuda::DeviceGuard guard(device);
-  cudaStream_t stream = ::engine::cuda::compute_stream(device);
-  constexpr size_t kFlag = sizeof(unsigned long long);
-  auto* bad = static_cast<unsigned long long*>(::engine::cuda::alloc(device, kFlag));
-  unsigned long long bad_row = ULLONG_MAX;
-  int64_t bad_value = 0;
-  try {
-    CUDA_CHECK(cudaMemsetAsync(bad, 0xff, kFlag, stream));  // ULLONG_MAX: no bad row
-    nll_loss_forward_kernel<<<1, kThreads, 0, stream>>>(logp, target, loss, bad, n, c);
-    CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cudaMemcpyAsync(&bad_row, bad, kFlag, cudaMemcpyDeviceToHost, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (bad_row != ULLONG_MAX) {
-      CUDA_CHECK(cudaMemcpyAsync(&bad_value, target + bad_row, sizeof bad_value,
-                                 cudaMemcpyDeviceToHost, stream));
-      CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-  } catch (...) {
-    ::engine::cuda::free(device, bad, kFlag);
-    throw;
-  }
-  ::engine::cuda::free(device, bad, kFlag);
-  ENGINE_CHECK(bad_row == ULLONG_MAX, "nll_loss: target ", bad_value, " of row ", bad_row,
-               " is outside [0, ", c, ")");
+  nll_loss_forward_kernel<<<1, kThreads, 0, ::engine::cuda::compute_stream(device)>>>(logp, target,
+                                                                                      loss, n, c);
+  CUDA_CHECK_LAUNCH();
 }
 
 void nll_loss_backward(int device, const float* dloss, const int64_t* target, float* dlogp,

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -49,10 +50,13 @@ inline void write_dataset(const std::string& dir, int64_t n_train, int64_t n_tes
   make("t10k", n_test, false);
 }
 
-// A temporary folder per test, removed afterwards, holding the dataset in data/.
+// A temporary folder per test, removed afterwards, holding the dataset in data/. The programs it
+// runs inherit ENGINE_SYNC_GUARD=1 (core/sync_guard.h): a host read inside a training step fails
+// the run, so every train test also proves that the step reads nothing back.
 class TrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    ::setenv("ENGINE_SYNC_GUARD", "1", 1);
     data_ = (dir_ / "data").string();
     write_dataset(data_, 512, 200);
   }

@@ -96,3 +96,32 @@ TEST(Autograd, BranchWithoutGradientStillReleasesDeeperNodes) {
   EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{4}));
   EXPECT_FALSE(b.grad().defined());
 }
+
+// Gradients live in buffers kept across backwards: once the grad is let go (zero_grad), the next
+// backward's first delivery lands in the same memory, with the values a fresh buffer would get.
+TEST(Autograd, GradientMemoryPersistsAcrossSteps) {
+  Tensor x = Tensor::from_vector({1, -2, 3}, {3});
+  x.set_requires_grad(true);
+  add(scale(x, 2.f), scale(x, 3.f)).backward(Tensor::from_vector({1, 1, 1}, {3}));
+  const float* first = x.grad().data<float>();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{5, 5, 5}));
+  for (float s : {0.5f, -4.f}) {
+    x.set_grad(Tensor());  // zero_grad
+    add(scale(x, s), scale(x, 1.f)).backward(Tensor::from_vector({1, 2, 3}, {3}));
+    EXPECT_EQ(x.grad().data<float>(), first) << "a new gradient buffer at scale " << s;
+    EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{s + 1, 2 * (s + 1), 3 * (s + 1)}));
+  }
+}
+
+// A gradient someone still holds is never written over: the next backward gets new memory.
+TEST(Autograd, AHeldGradientIsNotReused) {
+  Tensor x = Tensor::from_vector({1, 2}, {2});
+  x.set_requires_grad(true);
+  scale(x, 2.f).backward(Tensor::from_vector({1, 1}, {2}));
+  Tensor kept = x.grad();
+  x.set_grad(Tensor());
+  scale(x, 7.f).backward(Tensor::from_vector({1, 1}, {2}));
+  EXPECT_NE(x.grad().data<float>(), kept.data<float>());
+  EXPECT_EQ(kept.to_vector(), (std::vector<float>{2, 2}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{7, 7}));
+}

@@ -141,5 +141,58 @@ TEST(Optim, RejectsMisuse) {
   cpu::sgd_step(p.data(), g.data(), nullptr, 2, {0.1}, true);  // no momentum: no buffer needed
 }
 
+// The fused multi-tensor step equals one call per tensor bit for bit: sizes across the thread
+// split (kGrain is 32768) and tensor boundaries, an empty tensor, a first momentum step beside
+// later ones.
+struct MultiCase {
+  std::vector<std::vector<float>> p, g, b, b2;
+  std::vector<OptimTensor> table(const std::vector<bool>& first) {
+    std::vector<OptimTensor> ts;
+    for (size_t k = 0; k < p.size(); ++k)
+      ts.push_back({p[k].data(), g[k].data(), b[k].data(), b2[k].data(),
+                    static_cast<int64_t>(p[k].size()), first[k]});
+    return ts;
+  }
+};
+
+MultiCase multi_case() {
+  MultiCase c;
+  uint64_t seed = 11;
+  for (int64_t n : {40001, 17, 0, 1, 70003, 33}) {
+    for (auto* v : {&c.p, &c.g, &c.b, &c.b2}) {
+      v->emplace_back(static_cast<size_t>(n));
+      ref::fill_uniform(v->back().data(), n, seed++);
+    }
+    for (float& x : c.b2.back()) x = x * x;  // Adam's v is never negative
+  }
+  return c;
+}
+
+TEST(OptimMulti, FusedSgdAndAdamEqualThePerTensorCallsBitForBit) {
+  SgdConfig sc;
+  sc.lr = 0.05;
+  sc.momentum = 0.9;
+  sc.weight_decay = 1e-3;
+  sc.nesterov = true;
+  const std::vector<bool> first = {true, false, false, true, false, false};
+  MultiCase one = multi_case(), fused = multi_case();
+  for (const OptimTensor& t : one.table(first))
+    if (t.count > 0) cpu::sgd_step(t.param, t.grad, t.buf, t.count, sc, t.first);
+  std::vector<OptimTensor> ts = fused.table(first);
+  cpu::sgd_step_multi(ts.data(), static_cast<int64_t>(ts.size()), sc);
+  EXPECT_EQ(one.p, fused.p);
+  EXPECT_EQ(one.b, fused.b);
+
+  AdamConfig ac;
+  ac.weight_decay = 1e-2;
+  for (const OptimTensor& t : one.table(first))
+    if (t.count > 0) cpu::adam_step(t.param, t.grad, t.buf, t.buf2, t.count, ac, 3);
+  ts = fused.table(first);
+  cpu::adam_step_multi(ts.data(), static_cast<int64_t>(ts.size()), ac, 3);
+  EXPECT_EQ(one.p, fused.p);
+  EXPECT_EQ(one.b, fused.b);
+  EXPECT_EQ(one.b2, fused.b2);
+}
+
 }  // namespace
 }  // namespace engine::kernels
