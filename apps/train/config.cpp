@@ -39,11 +39,12 @@ void declare_device_flags(Flags& f, TrainConfig& c) {
                "device of --dp-devices (nn.DataParallel)");
   f.add("dp-devices", &c.dp_devices,
         "--mode dp: devices, comma-separated (cuda:0,cuda:1 or cpu,cpu); empty: every visible GPU");
-  f.add_choice("cuda-kernels", &c.cuda_kernels, {"library", "engine"},
-               "on a GPU: library runs cuDNN, cuBLAS and the kernels a GPU has run right; engine "
-               "runs the engine's own deterministic kernels (convolution and linear weight "
-               "gradients, pool backward, GEMMs with their bias; kernels/choice.h), not yet "
-               "run on a GPU; the CPU accepts either and changes nothing");
+  f.add_choice(
+      "cuda-kernels", &c.cuda_kernels, {"library", "engine"},
+      "on a GPU: library runs cuDNN, cuBLAS and the kernels a GPU has run right; engine runs "
+      "the engine's own deterministic kernels (convolution and linear weight gradients, pool "
+      "backward, GEMMs with their bias, bf16 convolutions on tensor cores; kernels/choice.h), "
+      "not yet run on a GPU; the CPU accepts either and changes nothing");
 }
 
 }  // namespace
