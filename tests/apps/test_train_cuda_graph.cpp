@@ -1,6 +1,8 @@
-// tests/apps/test_train_cuda_graph.cpp: train's --cuda-graph on a machine without a GPU: off by
-// default and silent, auto says why it is off, on exits 2 naming the flag and the reason. The
-// policy itself (warm-up, capture, replays, each reason) is tested in tests/nn/test_step_graph.cpp.
+// tests/apps/test_train_cuda_graph.cpp: train's --cuda-graph and --data-on-device on a machine
+// without a GPU: off by default and silent, auto says why it is off, on exits 2 naming the flag
+// and the reason. The policies themselves (warm-up, capture, replays, each reason; the data's
+// choice and gather) are tested in tests/nn/test_step_graph.cpp and
+// tests/data/test_device_data.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,12 +24,26 @@ TEST_F(TrainCudaGraph, OffByDefaultAndSilent) {
   const RunResult r = train("");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("CUDA graph"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Data on device"), std::string::npos) << r.output;
 }
 
 TEST_F(TrainCudaGraph, AutoOnTheCpuSaysWhyItIsOff) {
-  const RunResult r = train("--cuda-graph auto");
+  const RunResult r = train("--cuda-graph auto --data-on-device auto");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("CUDA graph: off (the device is the CPU)\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("Data on device: off (the device is the CPU)\n"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(TrainCudaGraph, DataOnDeviceOnTheCpuExitsTwoNamingTheFlag) {
+  RunResult r = train("--data-on-device on");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--data-on-device on"), std::string::npos) << r.output;
+  r = run(kTrain + " --model linear --steps 2 --batch-size 32 --data-dir " + data_ +
+          " --data-on-device on");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--data-on-device on: the device is the CPU"), std::string::npos)
       << r.output;
 }
 
