@@ -134,6 +134,17 @@ TEST_F(Nonfinite, UnderZeroOneSkipSkipsOnEveryRankToo) {
   expect_skips("--zero 1 ");
 }
 
+// stop reads its queued scans where the losses are read (here only at the epoch's end, 8 steps
+// later): it still names the first step that went non-finite, and nothing is saved.
+TEST_F(Nonfinite, StopReadAtTheEpochsEndNamesTheFirstBadStep) {
+  RunResult r = run(train("--lr 1e30 --epochs 1 --save " + path("w.safetensors")));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("train: step 2: the gradient of "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopped by --nonfinite stop"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Rank 0, epoch 0: "), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("w.safetensors")));
+}
+
 TEST_F(Nonfinite, OffTrainsOnAsBefore) {
   RunResult r = run(train("--lr 1e30 --epochs 1 --nonfinite off"));
   EXPECT_EQ(r.code, 0) << r.output;
