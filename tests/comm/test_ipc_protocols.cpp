@@ -263,7 +263,8 @@ TEST(IpcProtocolPieces, AutoChoosesLlForSmallCallsAndFewRanks) {
 // Every rank calls `calls` all_reduces of varying counts and ops; all must equal the CPU's.
 void check_world(int W, Protocol p, int channels) {
   World world(W, small_geometry(channels), Ms(20000));
-  const int64_t counts[] = {1, 3, 4, 5, 17, 64, 100, 129, 333, 1000};
+  // One element, a partial float4, exactly a slot, several partial slots and LL rounds.
+  const int64_t counts[] = {1, 5, 64, 333};
   int call = 0;
   for (int64_t count : counts) {
     for (ReduceOp op : kOps) {

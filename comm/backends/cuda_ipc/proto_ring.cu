@@ -372,7 +372,16 @@ ProtoRing::ProtoRing(Store& store, int rank, int world, int device, const IpcRin
   CUDA_CHECK(cudaDeviceSynchronize());
   char host[64] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '?';
-  m.connect(store, host, read_line("/proc/sys/kernel/random/boot_id"), prop.uuid.bytes);
+  try {
+    m.connect(store, host, read_line("/proc/sys/kernel/random/boot_id"), prop.uuid.bytes);
+  } catch (...) {  // no destructor runs: free what is ours (no kernel has run)
+    for (int q = 0; q < static_cast<int>(m.peers.size()); ++q)
+      if (q != rank && m.peers[q])
+        log_failure(cudaIpcCloseMemHandle(m.peers[q]), "cudaIpcCloseMemHandle", rank);
+    log_failure(cudaFree(m.own), "cudaFree", rank);
+    log_failure(cudaFreeHost(m.err), "cudaFreeHost", rank);
+    throw;
+  }
   m.start_watchdog();
 }
 

@@ -6,7 +6,8 @@
 //
 // A rank's region (one allocation: cudaMalloc + IPC on the GPU, plain memory on the CPU):
 //   hello[2][kMaxRanks][2]        call words written by every peer q into [seq & 1][q]
-//   fault[2]                      the first failure any rank saw (culprit + 1, seq), broadcast
+//   fault[16]                     [0]: the first failure any rank saw (seq, reporter, culprit + 1),
+//                                 broadcast by peers; [8]: this rank's claim on its error record
 //   waiting[kMaxChannels][16]     what channel c of this rank waits for now (seq << 32 | peer + 1)
 //   head[kMaxChannels][16]        slots prev has posted into this rank's FIFO of channel c
 //   tail[kMaxChannels][16]        slots next has consumed of its FIFO of channel c (the credit)
@@ -76,7 +77,7 @@ ENGINE_HD Layout region_layout(const Geometry& g) {
 // Typed views of one region.
 struct Region {
   uint64_t* hello;    // [2][kMaxRanks][2]
-  uint64_t* fault;    // [2]
+  uint64_t* fault;    // [kStride]
   uint64_t* waiting;  // [kMaxChannels * kStride]
   uint64_t* head;     // [kMaxChannels * kStride]
   uint64_t* tail;     // [kMaxChannels * kStride]

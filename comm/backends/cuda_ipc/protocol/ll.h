@@ -20,14 +20,22 @@
 namespace engine::comm::ipc::proto {
 
 ENGINE_HD uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   return u;
+#endif
 }
 ENGINE_HD float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
+#endif
 }
 
 // Where rank `from`'s line i of round parity p lies in a region.

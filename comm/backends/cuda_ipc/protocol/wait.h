@@ -29,13 +29,19 @@ ENGINE_HD Region region_of(const CallArgs& a, int q) {
   return region_at(a.regions[q], a.layout);
 }
 
+// This rank's claim on its error record: a word of its own region (device memory on the GPU, where
+// atomics are atomic; the record itself is host memory), never written by a peer.
+ENGINE_HD uint32_t* claim_word(const CallArgs& a) {
+  return reinterpret_cast<uint32_t*>(region_of(a, a.rank).fault + kStride / 2);
+}
+
 // Fills the record (first failure of this rank wins) and broadcasts the culprit to every peer.
 template <class Ops>
 ENGINE_HD void record(const Ops& ops, const CallArgs& a, uint32_t kind, const WaitInfo& w,
                       int culprit, uint64_t seen, uint64_t wanted, uint64_t seen1,
                       uint64_t waited) {
   ErrorRecord* e = a.err;
-  if (!ops.claim(&e->state)) return;
+  if (!ops.claim(claim_word(a))) return;
   e->kind = kind;
   e->peer = culprit;
   e->neighbour = w.peer;
@@ -60,7 +66,7 @@ ENGINE_HD void record(const Ops& ops, const CallArgs& a, uint32_t kind, const Wa
 template <class Ops>
 ENGINE_HD uint32_t stop_reason(const Ops& ops, const CallArgs& a, const WaitInfo& w) {
   if (ops.load_acquire32(&a.err->abort) != 0) return kAborted;
-  if (ops.load_acquire32(&a.err->state) != kClear) return kAborted;
+  if (ops.load_acquire32(claim_word(a)) != 0) return kAborted;
   const uint64_t f = ops.load_acquire(region_of(a, a.rank).fault);
   if (word_seq(f) == a.seq && (f & 0xFFFF) != 0) {
     const int culprit = static_cast<int>(f & 0xFFFF) - 1,
