@@ -3,6 +3,9 @@
 
 #include <cmath>
 
+#include "kernels/cpu/batchnorm.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/dispatch.h"
 #include "nn/functional.h"
 #include "nn/sync_batch_norm.h"
 
@@ -65,9 +68,9 @@ BatchNorm2d::BatchNorm2d(int64_t c) {
 
 void BatchNorm2d::count_batch() {
   if (!is_training()) return;
-  Tensor n = num_batches_tracked.to(Device::cpu());
-  n.data<int64_t>()[0] += 1;
-  num_batches_tracked.copy_from(n);
+  // On the buffer's device: a GPU step reads nothing back for it (and a CUDA graph counts it).
+  kernels::call(num_batches_tracked.device(), kernels::cpu::count_batch, kernels::cuda::count_batch,
+                num_batches_tracked.data<int64_t>());
 }
 Tensor BatchNorm2d::forward(const Tensor& x) {
   count_batch();

@@ -214,4 +214,8 @@ void batch_norm_eval_backward(const float* dy, const float* x, const float* gamm
   });
 }
 
+void count_batch(int64_t* n) {
+  n[0] += 1;
+}
+
 }  // namespace engine::kernels::cpu

@@ -34,5 +34,7 @@ void batch_norm_backward(const float* dy, const float* x, const float* gamma,
 void batch_norm_eval_backward(const float* dy, const float* x, const float* gamma,
                               const float* running_mean, const float* running_var, float* dx,
                               float* dgamma, float* dbeta, const BatchNormShape& s, float eps);
+// n[0] += 1: a training batch counted into num_batches_tracked (int64, one element).
+void count_batch(int64_t* n);
 
 }  // namespace engine::kernels::cpu

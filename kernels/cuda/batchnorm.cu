@@ -135,4 +135,15 @@ void batch_norm_backward(int device, const float* dy, const float* x, const floa
   CUDA_CHECK_LAUNCH();
 }
 
+// One thread: queued on the stream (and captured in a CUDA graph), so the host never reads it.
+__global__ void count_batch_kernel(int64_t* n) {
+  n[0] += 1;
+}
+
+void count_batch(int device, int64_t* n) {
+  ::engine::cuda::DeviceGuard guard(device);
+  count_batch_kernel<<<1, 1, 0, ::engine::cuda::compute_stream(device)>>>(n);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace engine::kernels::cuda

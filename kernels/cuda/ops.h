@@ -118,6 +118,8 @@ ENGINE_CUDA_OP(void batch_norm_backward(int device, const float* dy, const float
                                         const float* gamma, const float* save_mean,
                                         const float* save_invstd, float* dx, float* dgamma,
                                         float* dbeta, const BatchNormShape& s))
+// n[0] += 1 (int64, one element), for num_batches_tracked: no host read.
+ENGINE_CUDA_OP(void count_batch(int device, int64_t* n))
 
 // ---- rows of (N, C): log-softmax, NLL loss (mean), argmax ----
 ENGINE_CUDA_OP(void log_softmax_forward(int device, const float* x, float* y, int64_t n, int64_t c))

@@ -150,6 +150,8 @@ TEST(Models, SequentialFusesBatchNormReluMaxPool) {
       EXPECT_EQ(bn_fused->running_mean.to_vector(), bn_apart->running_mean.to_vector());
       EXPECT_EQ(bn_fused->num_batches_tracked.to_vector_i64(),
                 bn_apart->num_batches_tracked.to_vector_i64());
+      // One training batch so far (the eval pass counts none), in both paths.
+      EXPECT_EQ(bn_fused->num_batches_tracked.to_vector_i64(), std::vector<int64_t>{1});
       if (!train) continue;
       Tensor r = engine::testing::random_tensor({2, 3, 3, 4}, 42);
       y.backward(r);
