@@ -72,8 +72,8 @@ void NonfiniteGuard::queue_scan(const Tensor& loss) {
   const int64_t p = static_cast<int64_t>(params_.size());
   const int64_t k = static_cast<int64_t>(pending_steps_.size());
   if (!rows_.defined() || (k + 1) * p > rows_.numel()) {  // grows on the device, no host wait
-    Tensor grown = Tensor::empty({std::max<int64_t>(128, 2 * k) * std::max<int64_t>(p, 1)},
-                                 DType::F32, dev_);
+    Tensor grown =
+        Tensor::empty({std::max<int64_t>(128, 2 * k) * std::max<int64_t>(p, 1)}, DType::F32, dev_);
     if (k > 0 && p > 0) grown.flat_slice(0, k * p).copy_from(rows_.flat_slice(0, k * p));
     rows_ = grown;
   }

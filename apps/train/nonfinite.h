@@ -28,8 +28,9 @@ class NonfiniteGuard {
   // Call once the gradients are synchronised, before the optimizer step: whether to take the
   // step. skip (and stop under agree): reads the scan now (a host read inside the step, allowed
   // by the sync guard), false on every rank alike. stop: the scan's flags are queued into a row of
-  // their own by queue_scan, after the step, and the step goes on; check_pending reads the rows where the host reads the loss anyway
-  // (progress line, checkpoint, epoch end), so the step itself reads nothing back.
+  // their own by queue_scan, after the step, and the step goes on; check_pending reads the rows
+  // where the host reads the loss anyway (progress line, checkpoint, epoch end), so the step itself
+  // reads nothing back.
   bool allow_step(int64_t step, const Tensor& loss);
   // A replayed CUDA graph took step `step`: its scan ran in the graph, into the flags allow_step
   // scans into (stop); queue_scan queues it as it queues allow_step's.
