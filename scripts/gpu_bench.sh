@@ -101,7 +101,15 @@ step() {
 }
 
 # has FLAG PROGRAM: whether PROGRAM's --help names --FLAG (flags other work adds may be absent).
-has() { "$A/$2" --help 2>&1 | grep -q -- "--$1\b"; }
+# HELP_NOTE says what --help gave when it did not (a program that does not start, a slow one).
+has() {
+  local out rc
+  out=$(timeout 20 "$A/$2" --help 2>&1)
+  rc=$?
+  grep -q -- "--$1\b" <<<"$out" && return 0
+  HELP_NOTE="$2 --help: exit $rc, $(printf '%s' "$out" | head -n 2 | tr '\n' ' ' | cut -c1-160)"
+  return 1
+}
 
 # --- the build ----------------------------------------------------------------------------------
 if [ "${BUILD:-1}" != 0 ]; then
@@ -204,7 +212,7 @@ kernel_rows() {
   local choices="default" ck flags
   has cuda-kernels bench_kernels && choices="library engine"
   [ "$choices" = default ] && skip kernel "bench_kernels --cuda-kernels engine" \
-    "bench_kernels lacks --cuda-kernels (this build): its default kernels only"
+    "bench_kernels lacks --cuda-kernels (this build; ${HELP_NOTE:-}): its default kernels only"
   for ck in $choices; do
     flags=""
     [ "$ck" != default ] && flags="--cuda-kernels $ck"
@@ -228,16 +236,17 @@ bench() {
     --world-size 2 --device cuda $SIZES --json "$RAW/$file" "$@"
 }
 
+# ipc_rows MODE [PROTOCOLS]: the IPC ring, each protocol (default: all four).
 ipc_rows() {
   local mode=$1 proto
-  for proto in blocking ll simple auto; do
+  for proto in ${2:-blocking ll simple auto}; do
     local mps=false
     [ "$mode" = mps ] && mps=true
     local p="\"backend\": \"ipc\", \"protocol\": \"$proto\", \"mps\": $mps"
     if has cuda-ring-protocol allreduce_bench; then
       bench "allreduce_bench ipc $proto ($mode)" "$p" "ar-ipc-$proto-$mode.json" \
         --backend ring --ring-transport ipc --cuda-ring-protocol "$proto"
-    elif [ $proto = blocking ]; then
+    elif [ "$proto" = blocking ]; then
       bench "allreduce_bench ipc $proto ($mode)" "$p" "ar-ipc-$proto-$mode.json" \
         --backend ring --ring-transport ipc
     else
@@ -295,9 +304,10 @@ mps_stop() {
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 
+# Without MPS the spinning kernels (ll, simple) hold the GPU for whole time slices (each of their
+# runs took 30-60 s on an H200): they come last, after the MPS rows and the staged ring.
 collective_rows() {
-  ipc_rows nomps
-  staged_rows
+  ipc_rows nomps "blocking auto"
   MPS_NOTE="not tried: the budget ran out first"
   if [ "$(left)" -ge 40 ] && mps_start; then
     ipc_rows mps
@@ -305,6 +315,8 @@ collective_rows() {
   else
     skip collective "allreduce_bench ipc, with an MPS daemon" "MPS daemon $MPS_NOTE"
   fi
+  staged_rows
+  ipc_rows nomps "ll simple"
 }
 
 report() {
