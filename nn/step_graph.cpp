@@ -131,6 +131,12 @@ GraphChoice choose_step_graph(const std::string& flag, const StepSettings& s) {
   ENGINE_CHECK(flag == "auto" || flag == "on", "--cuda-graph must be auto, on or off, got '", flag,
                "'");
   c.reason = step_graph_blocker(s);
+  // A captured step with collectives in it has not run on a GPU yet (docs/gpu_bench): auto
+  // leaves it eager; on captures it.
+  if (c.reason.empty() && flag == "auto" && s.world > 1)
+    c.reason = "world " + std::to_string(s.world) + " over " + s.collectives +
+               ": a captured step with collectives has not run on a GPU yet (--cuda-graph on "
+               "captures it)";
   c.on = c.reason.empty();
   c.refused = !c.on && flag == "on";
   return c;

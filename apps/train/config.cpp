@@ -9,7 +9,7 @@ namespace engine::apps {
 namespace {
 
 // GPU options: the ring's path; the step's graph and the data on the device
-// (apps/train/step_graph.h), both off until a GPU has run them.
+// (apps/train/step_graph.h), both auto since an H200 ran them right (docs/gpu_bench).
 void declare_gpu_flags(Flags& f, TrainConfig& c) {
   f.add_choice(
       "cuda-ring", &c.cuda_ring, {"auto", "staged", "ipc"},
@@ -41,10 +41,10 @@ void declare_device_flags(Flags& f, TrainConfig& c) {
         "--mode dp: devices, comma-separated (cuda:0,cuda:1 or cpu,cpu); empty: every visible GPU");
   f.add_choice(
       "cuda-kernels", &c.cuda_kernels, {"library", "engine"},
-      "on a GPU: library runs cuDNN, cuBLAS and the kernels a GPU has run right; engine runs "
-      "the engine's own deterministic kernels (convolution and linear weight gradients, pool "
-      "backward, GEMMs with their bias, bf16 convolutions on tensor cores; kernels/choice.h), "
-      "not yet run on a GPU; the CPU accepts either and changes nothing");
+      "on a GPU: engine runs the engine's own deterministic kernels (convolution and linear "
+      "weight gradients, pool backward, GEMMs with their bias, bf16 convolutions on tensor "
+      "cores; kernels/choice.h): the same bytes run to run; library runs cuDNN's and cuBLAS's "
+      "instead; the CPU accepts either and changes nothing");
 }
 
 }  // namespace

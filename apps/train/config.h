@@ -27,9 +27,9 @@ struct TrainConfig {
   bool eval_only = false;
   // stop | skip | off: what a non-finite loss, gradient or weight does (apps/train/nonfinite.h).
   std::string nonfinite = "stop";
-  std::string precision = "fp32";        // fp32 | bf16: conv2d and linear in bf16 (nn/precision.h)
-  std::string cuda_kernels = "library";  // library | engine: kernels/choice.h (GPU only)
-  std::string device = "auto";           // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
+  std::string precision = "fp32";       // fp32 | bf16: conv2d and linear in bf16 (nn/precision.h)
+  std::string cuda_kernels = "engine";  // library | engine: kernels/choice.h (GPU only)
+  std::string device = "auto";          // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
   // ddp: one process per rank (DistributedDataParallel); dp: this one process drives every device
   // of dp_devices (nn.DataParallel).
   std::string mode = "ddp";
@@ -66,10 +66,10 @@ struct TrainConfig {
   bool profile = false;  // print where the step's time goes, per layer and phase
   // auto | on | off: the step captured as one CUDA graph (apps/train/step_graph.h, docs/gpu.md);
   // off by default until a GPU report shows it right.
-  std::string cuda_graph = "off";
+  std::string cuda_graph = "auto";
   // auto | on | off: the training set on the GPU, each batch gathered there (data/device_data.h);
   // off by default until a GPU report shows it right.
-  std::string data_on_device = "off";
+  std::string data_on_device = "auto";
 };
 
 // Declares train's flags on f, bound to c.

@@ -62,7 +62,7 @@ std::unique_ptr<TrainStepGraph> make_train_step_graph(const TrainConfig& c,
                      "--cuda-graph on: the step cannot be captured: ", choice.reason,
                      " (--cuda-graph auto runs it eagerly)");
   if (!choice.on) {
-    if (rank == 0 && c.cuda_graph != "off")
+    if (rank == 0 && c.cuda_graph != "off" && dev.is_cuda())  // auto on the CPU: nothing to say
       std::printf("CUDA graph: off (%s)\n", choice.reason.c_str());
     return nullptr;
   }
@@ -82,7 +82,7 @@ std::unique_ptr<data::DeviceDataset> make_device_data(const TrainConfig& c,
     d.reason = "--mode dp: the batch is cut on the host", d.refused = c.data_on_device == "on";
   ENGINE_USAGE_CHECK(!d.refused, "--data-on-device on: ", d.reason);
   if (!d.on) {
-    if (rank == 0 && c.data_on_device != "off")
+    if (rank == 0 && c.data_on_device != "off" && dev.is_cuda())
       std::printf("Data on device: off (%s)\n", d.reason.c_str());
     return nullptr;
   }

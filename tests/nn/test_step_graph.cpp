@@ -120,6 +120,11 @@ TEST(StepGraphChoice, AutoIsOnWhereEveryOpCanBeCaptured) {
   s.world = 2;
   s.collectives = "nccl";
   EXPECT_TRUE(choose_step_graph("on", s).on);
+  // NCCL inside a captured step has not run on a GPU: auto stays eager and says why.
+  const GraphChoice a = choose_step_graph("auto", s);
+  EXPECT_FALSE(a.on);
+  EXPECT_FALSE(a.refused);
+  EXPECT_NE(a.reason.find("world 2 over nccl"), std::string::npos) << a.reason;
   EXPECT_FALSE(choose_step_graph("off", s).on);
   EXPECT_EQ(choose_step_graph("off", s).reason, "--cuda-graph off");
 }
