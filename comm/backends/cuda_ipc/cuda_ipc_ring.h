@@ -92,7 +92,7 @@ struct IpcRingOptions {
   // size (protocol/layout.h's ring_protocol): the spinning kernels hold the GPU per time slice.
   IpcProtocol protocol = IpcProtocol::Blocking;
   // Simple's geometry, after NCCL's (8 slots of 512 KiB per channel, 16-32 channels on H100):
-  // 16 channels x 4 slots x 512 KiB = 32 MiB of FIFO per rank's region (LL adds 1 MiB). Four
+  // 16 channels x 4 slots x 512 KiB = 32 MiB of FIFO per rank's region (LL adds W x 256 KiB). Four
   // slots: one held while the next waits, two more so the sender runs ahead of a slow receiver.
   // --cuda-ring-channels and --cuda-ring-slot-bytes sweep them (0: these defaults).
   int channels = 16;              // Simple: blocks, each a ring over its part of the buffer
