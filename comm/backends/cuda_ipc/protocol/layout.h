@@ -151,7 +151,7 @@ ENGINE_HD int64_t slots_for(int64_t n, int64_t slot_elems) {
   return (n + slot_elems - 1) / slot_elems;
 }
 
-// The ring's units over a channel's part (as the blocking kernel's, ipc_ring_kernel.cuh):
+// The ring's units over a channel's part (the blocking kernel's too: ipc_ring_kernel.cuh):
 //   Send u=0, Reduce u=1..W-2, Final u=W-1, Copy u=W..2W-3, LastCopy u=2W-2.
 enum UnitKind : int { Send, Reduce, Final, Copy, LastCopy };
 struct Unit {
@@ -168,6 +168,22 @@ ENGINE_HD Unit unit_of(const RingSchedule& s, int u) {
                                 : UnitKind::LastCopy;
   if (u < last) return {kind, s.send_chunk(s.phase_of(u), s.phase_step(u))};
   return {kind, s.recv_chunk(s.phase_of(last - 1), s.phase_step(last - 1))};
+}
+
+// One element of a unit: `in` from what prev wrote (a slot, or the blocking ring's staging),
+// `local` from the user's buffer.
+template <int kKind, class Op>
+ENGINE_HD float unit_elem(Op op, float in, float local, bool avg, float world) {
+  if constexpr (kKind == UnitKind::Send) {
+    return local;
+  } else if constexpr (kKind == UnitKind::Reduce) {
+    return op(in, local);
+  } else if constexpr (kKind == UnitKind::Final) {
+    const float v = op(in, local);
+    return avg ? v / world : v;
+  } else {
+    return in;
+  }
 }
 
 // Slots channel c of `rank` posts to next and takes from prev in one call of `count` elements.

@@ -24,21 +24,6 @@
 
 namespace engine::comm::ipc::proto {
 
-// One element of a unit: `in` from the slot read, `local` from the user's buffer.
-template <int kKind, class Op>
-ENGINE_HD float unit_elem(Op op, float in, float local, bool avg, float world) {
-  if constexpr (kKind == UnitKind::Send) {
-    return local;
-  } else if constexpr (kKind == UnitKind::Reduce) {
-    return op(in, local);
-  } else if constexpr (kKind == UnitKind::Final) {
-    const float v = op(in, local);
-    return avg ? v / world : v;
-  } else {
-    return in;
-  }
-}
-
 // Each lane keeps kUnroll 16-byte loads of `in` (and of `local`) in flight before it stores.
 constexpr int kUnroll = 4;
 #if defined(__CUDA_ARCH__)
