@@ -46,9 +46,6 @@ struct CudaSetup {
   std::string mode;  // the CUDA IPC ring's, "" when it does not run
 };
 
-// Picks this rank's GPU and builds what moves the data: an NcclGroup (through the store
-// the ranks met at), the CUDA IPC ring attached to comm, or nothing (comm stages through host
-// memory).
 // The IPC ring's geometry for the header line (the requested values; the ring clamps channels to
 // half the SMs): the blocking kernel's blocks, or Simple's channels and FIFO.
 std::string ipc_geometry(const engine::comm::IpcRingOptions& o, engine::comm::IpcProtocol ran) {
@@ -59,6 +56,9 @@ std::string ipc_geometry(const engine::comm::IpcRingOptions& o, engine::comm::Ip
          std::to_string(o.slot_bytes) + " bytes";
 }
 
+// Picks this rank's GPU and builds what moves the data: an NcclGroup (through the store
+// the ranks met at), the CUDA IPC ring attached to comm, or nothing (comm stages through host
+// memory).
 CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
                      const std::shared_ptr<engine::comm::Store>& store) {
   namespace ab = engine::allreduce_bench;

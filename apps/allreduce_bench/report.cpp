@@ -129,6 +129,15 @@ std::string json_row(const Row& r, const Config& cfg, const std::string& mode) {
       r.collective == CollOp::AllReduce) {
     j["protocol"] = cfg.cuda_ring_protocol;  // auto: what ran at this size in protocol_ran
     j["protocol_ran"] = ipc_protocol_ran(cfg.cuda_ring_protocol, r.bytes, r.world, mode);
+    // The geometry (--cuda-ring-channels, --cuda-ring-slot-bytes, else the defaults): blocks of
+    // the blocking kernel, channels of Simple (LL runs a fixed grid).
+    const comm::IpcRingOptions d;
+    const bool blocking = j["protocol_ran"] == "blocking";
+    j["channels"] = cfg.cuda_ring_channels > 0 ? cfg.cuda_ring_channels
+                    : blocking                 ? int64_t(d.blocks)
+                                               : int64_t(d.channels);
+    j["slot_bytes"] =
+        cfg.cuda_ring_slot_bytes > 0 ? cfg.cuda_ring_slot_bytes : int64_t(d.slot_bytes);
     if (!mode.empty()) j["mode"] = mode;
   }
   auto wrong = [](const Timing& t) { return t.wrong < 0 ? Json(nullptr) : Json(t.wrong); };

@@ -249,6 +249,12 @@ TEST_P(AllreduceBenchCudaRun, EveryCollectiveChecksClean) {
       EXPECT_EQ(row.value("protocol", ""), c.protocol) << row;
       EXPECT_TRUE(row.value("mode", "") == "concurrent" || row.value("mode", "") == "time-sliced")
           << row;
+      // Auto never spins across time-sliced contexts: it runs the blocking ring there.
+      if (std::string(c.protocol) == "auto" && row.value("mode", "") == "time-sliced") {
+        EXPECT_EQ(row.value("protocol_ran", ""), "blocking") << row;
+      }
+      EXPECT_GT(row.value("channels", int64_t(0)), 0) << row;
+      EXPECT_GT(row.value("slot_bytes", int64_t(0)), 0) << row;
     }
   }
   EXPECT_NE(r.out.find("# device cuda: "), std::string::npos) << r.out;
