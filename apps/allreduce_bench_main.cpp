@@ -46,6 +46,16 @@ struct CudaSetup {
   std::string mode;  // the CUDA IPC ring's, "" when it does not run
 };
 
+// The IPC ring's geometry for the header line (the requested values; the ring clamps channels to
+// half the SMs): the blocking kernel's blocks, or Simple's channels and FIFO.
+std::string ipc_geometry(const engine::comm::IpcRingOptions& o, engine::comm::IpcProtocol ran) {
+  if (ran == engine::comm::IpcProtocol::Blocking)
+    return std::string(o.protocol == ran ? "" : "runs blocking, ") + std::to_string(o.blocks) +
+           " blocks";
+  return std::to_string(o.channels) + " channels, " + std::to_string(o.slots) + " slots of " +
+         std::to_string(o.slot_bytes) + " bytes";
+}
+
 // Picks this rank's GPU and builds what moves the data: an NcclGroup (through the store
 // the ranks met at), the CUDA IPC ring attached to comm, or nothing (comm stages through host
 // memory).
@@ -82,15 +92,19 @@ CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
     o.key = "allreduce_bench/ipc";
     if (cfg.segment_bytes > 0) o.segment_bytes = static_cast<size_t>(cfg.segment_bytes);
     (void)engine::comm::parse_ipc_protocol(cfg.cuda_ring_protocol, &o.protocol);  // a --flag choice
+    if (cfg.cuda_ring_channels > 0)
+      o.blocks = o.channels = static_cast<int>(cfg.cuda_ring_channels);
+    if (cfg.cuda_ring_slot_bytes > 0) o.slot_bytes = static_cast<size_t>(cfg.cuda_ring_slot_bytes);
     auto ring =
         std::make_unique<engine::comm::CudaIpcRing>(store, comm.rank(), comm.size(), device, o);
-    s.mode = ring->stream_ordered() ? ring->mode() : "";
+    s.mode = ring->mode();  // auto in a time-sliced ring: "time-sliced", and it runs blocking
+    const std::string geometry = ipc_geometry(o, ring->protocol());
     comm.attach_ipc_ring(std::move(ring));
     s.backend_text =
         "ring, Communicator Tensor overloads: float32 all_reduce on the CUDA IPC ring "
         "(path " +
         comm.cuda_path() + ", protocol " + cfg.cuda_ring_protocol +
-        (s.mode.empty() ? "" : ", mode " + s.mode) +
+        (s.mode.empty() ? "" : ", mode " + s.mode) + ", " + geometry +
         "), the other collectives staged through pinned host memory and the host "
         "transport";
   } else {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "apps/flags.h"
+#include "comm/backends/cuda_ipc/protocol/layout.h"
 #include "comm/backends/mpi/mpi_world.h"
 #include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
@@ -104,6 +105,32 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                      "(--device cpu --backend ring)");
 }
 
+// The CUDA IPC ring's flags (--ring-transport ipc).
+void add_ipc_flags(apps::Flags& f, Config* cfg, std::string* slot_bytes) {
+  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
+               "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or "
+               "queued on the stream: auto (ll for small sizes, simple above; blocking where "
+               "ranks share a GPU without MPS), ll, simple");
+  f.add("cuda-ring-channels", &cfg->cuda_ring_channels,
+        "--ring-transport ipc: thread blocks of the ring's kernels (the blocking kernel's "
+        "blocks, simple's channels), 1..32; 0: the defaults (8 blocks, 16 channels)");
+  f.add("cuda-ring-slot-bytes", slot_bytes,
+        "--ring-transport ipc: simple's FIFO slot size (K, M suffixes; a multiple of 16 up to "
+        "64M); 0: the default (512K)");
+}
+
+void check_ipc_flags(const apps::Flags& f, Config* c, const std::string& slot_bytes) {
+  for (const char* flag : {"cuda-ring-channels", "cuda-ring-slot-bytes"})
+    ENGINE_USAGE_CHECK(!f.given(flag) || (c->cuda() && c->ring_transport == "ipc"), "--", flag,
+                       " applies to --device cuda --ring-transport ipc only");
+  ENGINE_USAGE_CHECK(
+      c->cuda_ring_channels >= 0 && c->cuda_ring_channels <= comm::ipc::proto::kMaxChannels,
+      "--cuda-ring-channels must be 0..", comm::ipc::proto::kMaxChannels, " (0: the default)");
+  c->cuda_ring_slot_bytes = parse_bytes("cuda-ring-slot-bytes", slot_bytes);
+  ENGINE_USAGE_CHECK(c->cuda_ring_slot_bytes % 16 == 0 && c->cuda_ring_slot_bytes <= (64 << 20),
+                     "--cuda-ring-slot-bytes must be a multiple of 16 up to 64M (0: the default)");
+}
+
 }  // namespace
 
 bool parse_flags(int argc, char** argv, Config* cfg) {
@@ -155,12 +182,12 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   f.add("staged-pipeline", &cfg->staged_pipeline,
         "--ring-transport staged: all_reduce cut into segments through N (1..4) pinned slots, "
         "download, host ring and upload overlapping; 1: unpipelined");
-  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
-               "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or "
-               "queued on the stream: auto (ll for small sizes, simple above), ll, simple");
+  std::string slot_bytes = "0";
+  add_ipc_flags(f, cfg, &slot_bytes);
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected arguments after --");
   check_backend_flags(f, *cfg, world, coll);
+  check_ipc_flags(f, cfg, slot_bytes);
   cfg->two_level = comm::two_level_from_name(two_level);
   comm::staged::set_pipeline_slots(static_cast<int>(cfg->staged_pipeline));  // forked ranks too
 

@@ -43,6 +43,10 @@ struct Config {
   // --ring-transport ipc: the CUDA IPC ring's protocol (docs/ring.md): "blocking" (the default:
   // the kernel with the host's wait), or the stream-ordered "auto", "ll", "simple".
   std::string cuda_ring_protocol = "blocking";
+  // --cuda-ring-channels: the IPC ring's thread blocks (the blocking kernel's blocks, Simple's
+  // channels); --cuda-ring-slot-bytes: Simple's slot size. 0: comm::IpcRingOptions' defaults.
+  int64_t cuda_ring_channels = 0;
+  int64_t cuda_ring_slot_bytes = 0;
   // --two-level: host buffers' all_reduce in two levels across hosts (comm::TwoLevel).
   comm::TwoLevel two_level = comm::TwoLevel::Auto;
 

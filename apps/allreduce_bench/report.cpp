@@ -105,14 +105,17 @@ void print_side_by_side(FILE* out, const std::vector<Row>& rows) {
 }
 
 // What the IPC ring ran for a float32 all_reduce of `bytes` over `world` ranks under the default
-// geometry (comm/backends/cuda_ipc/cuda_ipc_ring.h's IpcRingOptions).
-static std::string ipc_protocol_ran(const std::string& flag, int64_t bytes, int world) {
+// geometry (comm/backends/cuda_ipc/cuda_ipc_ring.h's IpcRingOptions) in `mode` (auto in a
+// "time-sliced" ring runs blocking).
+static std::string ipc_protocol_ran(const std::string& flag, int64_t bytes, int world,
+                                    const std::string& mode) {
   comm::IpcProtocol p = comm::IpcProtocol::Blocking;
   if (!comm::parse_ipc_protocol(flag, &p)) return flag;
   comm::ipc::proto::Geometry g;
   g.world = world;
   g.ll_max_bytes = static_cast<int64_t>(comm::IpcRingOptions{}.ll_max_bytes);
-  return comm::ipc_protocol_name(comm::ipc::proto::choose_protocol(p, bytes, g));
+  return comm::ipc_protocol_name(
+      comm::ipc::proto::protocol_ran(p, mode == "time-sliced", bytes, g));
 }
 
 std::string json_row(const Row& r, const Config& cfg, const std::string& mode) {
@@ -125,7 +128,16 @@ std::string json_row(const Row& r, const Config& cfg, const std::string& mode) {
   if (cfg.cuda() && cfg.backend == "ring" && cfg.ring_transport == "ipc" &&
       r.collective == CollOp::AllReduce) {
     j["protocol"] = cfg.cuda_ring_protocol;  // auto: what ran at this size in protocol_ran
-    j["protocol_ran"] = ipc_protocol_ran(cfg.cuda_ring_protocol, r.bytes, r.world);
+    j["protocol_ran"] = ipc_protocol_ran(cfg.cuda_ring_protocol, r.bytes, r.world, mode);
+    // The geometry (--cuda-ring-channels, --cuda-ring-slot-bytes, else the defaults): blocks of
+    // the blocking kernel, channels of Simple (LL runs a fixed grid).
+    const comm::IpcRingOptions d;
+    const bool blocking = j["protocol_ran"] == "blocking";
+    j["channels"] = cfg.cuda_ring_channels > 0 ? cfg.cuda_ring_channels
+                    : blocking                 ? int64_t(d.blocks)
+                                               : int64_t(d.channels);
+    j["slot_bytes"] =
+        cfg.cuda_ring_slot_bytes > 0 ? cfg.cuda_ring_slot_bytes : int64_t(d.slot_bytes);
     if (!mode.empty()) j["mode"] = mode;
   }
   auto wrong = [](const Timing& t) { return t.wrong < 0 ? Json(nullptr) : Json(t.wrong); };

@@ -40,6 +40,7 @@ struct TrainConfig {
   int64_t staged_pipeline = 1;
   // --cuda-ring ipc: the IPC ring's protocol: blocking (default) | auto | ll | simple
   std::string cuda_ring_protocol = "blocking";
+  int64_t cuda_ring_channels = 0;  // --cuda-ring ipc: the kernels' thread blocks; 0: default
   // Data parallelism (one process per rank).
   std::string backend = "ring";
   std::string init_method = "env://";

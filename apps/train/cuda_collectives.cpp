@@ -70,11 +70,16 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
   o.timeout = timeout;
   o.key = "train/ipc_ring";
   (void)comm::parse_ipc_protocol(c.cuda_ring_protocol, &o.protocol);  // a --flag choice
+  if (c.cuda_ring_channels > 0) o.blocks = o.channels = static_cast<int>(c.cuda_ring_channels);
   auto ring =
       std::make_unique<comm::CudaIpcRing>(comm.store(), comm.rank(), comm.size(), dev.index, o);
-  const std::string what = ring->stream_ordered() ? "ipc (protocol " + c.cuda_ring_protocol +
-                                                        ", mode " + ring->mode() + ")"
-                                                  : "ipc";
+  // Auto in a time-sliced ring runs the blocking kernel: "ipc (protocol auto: blocking, ...)".
+  const std::string ran =
+      ring->protocol() == o.protocol
+          ? c.cuda_ring_protocol
+          : c.cuda_ring_protocol + ": " + comm::ipc_protocol_name(ring->protocol());
+  const std::string what =
+      ring->mode().empty() ? "ipc" : "ipc (protocol " + ran + ", mode " + ring->mode() + ")";
   comm.attach_ipc_ring(std::move(ring));
   return what;
 }

@@ -35,6 +35,9 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
                "--cuda-ring ipc: blocking (the kernel and the host's wait, the default), or "
                "queued on the stream, overlapping backward: auto (ll small, simple large), ll, "
                "simple (docs/ring.md)");
+  f.add("cuda-ring-channels", &c.cuda_ring_channels,
+        "--cuda-ring ipc: thread blocks of the IPC ring's kernels (the blocking kernel's blocks, "
+        "simple's channels), 1..32; 0 (the default): 8 blocks, 16 channels");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -78,6 +81,12 @@ void validate_distributed(const TrainConfig& c) {
                "--cuda-ring-protocol chooses the CUDA IPC ring's protocol: it needs --cuda-ring "
                "ipc (got --cuda-ring ",
                c.cuda_ring, ")");
+  ENGINE_CHECK(c.cuda_ring_channels == 0 || c.cuda_ring == "ipc",
+               "--cuda-ring-channels sets the CUDA IPC ring's thread blocks: it needs --cuda-ring "
+               "ipc (got --cuda-ring ",
+               c.cuda_ring, ")");
+  ENGINE_CHECK(c.cuda_ring_channels >= 0 && c.cuda_ring_channels <= 32,
+               "--cuda-ring-channels must be 0..32 (0: the default), got ", c.cuda_ring_channels);
   ENGINE_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   ENGINE_CHECK(c.grad_compression == "none" || c.grad_compression == "bf16" ||
                    c.grad_compression == "fp16" || powersgd_rank(c) > 0,

@@ -52,6 +52,12 @@ TEST_F(TrainTest, DataParallelAndCudaCollectiveFlagsGiveClearErrors) {
   r = run(base + " --cuda-ring staged --cuda-ring-protocol ll");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--cuda-ring-protocol chooses"), std::string::npos) << r.output;
+  r = run(base + " --cuda-ring staged --cuda-ring-channels 16");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--cuda-ring-channels sets"), std::string::npos) << r.output;
+  r = run(base + " --cuda-ring ipc --cuda-ring-channels 33");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--cuda-ring-channels must be 0..32"), std::string::npos) << r.output;
   if (cuda_device_count() == 0) {
     r = run(base + " --mode dp");
     EXPECT_NE(r.code, 0);

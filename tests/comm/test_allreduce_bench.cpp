@@ -151,6 +151,35 @@ TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   r = run_bench("--world-size 2 --device cuda --cuda-ring-protocol lowlat", "bad_protocol");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--cuda-ring-protocol"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --cuda-ring-channels 16", "channels_on_cpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-channels applies to --device cuda --ring-transport ipc"),
+            std::string::npos)
+      << r.out;
+  r = run_bench("--world-size 2 --device cuda --cuda-ring-slot-bytes 512K", "slot_bytes_staged");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-slot-bytes applies to --device cuda --ring-transport ipc"),
+            std::string::npos)
+      << r.out;
+  const std::string ipc = "--world-size 2 --device cuda --ring-transport ipc ";
+  r = run_bench(ipc + "--cuda-ring-channels 33", "too_many_channels");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-channels must be 0..32"), std::string::npos) << r.out;
+  r = run_bench(ipc + "--cuda-ring-channels -1", "negative_channels");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-channels"), std::string::npos) << r.out;
+  r = run_bench(ipc + "--cuda-ring-slot-bytes 1000", "unaligned_slot");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-slot-bytes must be a multiple of 16"), std::string::npos)
+      << r.out;
+  r = run_bench(ipc + "--cuda-ring-slot-bytes 1G", "huge_slot");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-slot-bytes must be a multiple of 16 up to 64M"),
+            std::string::npos)
+      << r.out;
+  r = run_bench(ipc + "--cuda-ring-slot-bytes lots", "bad_slot");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-slot-bytes"), std::string::npos) << r.out;
   r = run_bench("--world-size 2 --dtype int32 --op avg", "avg_int");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--op avg needs a floating --dtype"), std::string::npos) << r.out;
@@ -220,6 +249,12 @@ TEST_P(AllreduceBenchCudaRun, EveryCollectiveChecksClean) {
       EXPECT_EQ(row.value("protocol", ""), c.protocol) << row;
       EXPECT_TRUE(row.value("mode", "") == "concurrent" || row.value("mode", "") == "time-sliced")
           << row;
+      // Auto never spins across time-sliced contexts: it runs the blocking ring there.
+      if (std::string(c.protocol) == "auto" && row.value("mode", "") == "time-sliced") {
+        EXPECT_EQ(row.value("protocol_ran", ""), "blocking") << row;
+      }
+      EXPECT_GT(row.value("channels", int64_t(0)), 0) << row;
+      EXPECT_GT(row.value("slot_bytes", int64_t(0)), 0) << row;
     }
   }
   EXPECT_NE(r.out.find("# device cuda: "), std::string::npos) << r.out;

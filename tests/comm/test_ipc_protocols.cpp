@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -258,6 +259,69 @@ TEST(IpcProtocolPieces, AutoChoosesLlForSmallCallsAndFewRanks) {
   EXPECT_LT(l.fifo, l.bytes);
 }
 
+// Auto where ranks share a GPU without MPS runs the blocking ring at every size; concurrent: LL up
+// to ll_max_bytes (the measured crossover), Simple above. Explicit choices are kept.
+TEST(IpcProtocolPieces, AutoRunsBlockingWhenTimeSliced) {
+  Geometry g;
+  g.world = 2;
+  g.ll_max_bytes = 65536;
+  EXPECT_EQ(ring_protocol(Protocol::Auto, true), Protocol::Blocking);
+  EXPECT_EQ(ring_protocol(Protocol::Auto, false), Protocol::Auto);
+  for (Protocol p : {Protocol::Blocking, Protocol::Ll, Protocol::Simple})
+    for (bool sliced : {false, true}) EXPECT_EQ(ring_protocol(p, sliced), p);
+  for (int64_t bytes : {int64_t(8), int64_t(65536), int64_t(65540), int64_t(256) << 20})
+    EXPECT_EQ(protocol_ran(Protocol::Auto, true, bytes, g), Protocol::Blocking) << bytes;
+  EXPECT_EQ(protocol_ran(Protocol::Auto, false, 8, g), Protocol::Ll);
+  EXPECT_EQ(protocol_ran(Protocol::Auto, false, 65536, g), Protocol::Ll);
+  EXPECT_EQ(protocol_ran(Protocol::Auto, false, 131072, g), Protocol::Simple);
+  EXPECT_EQ(protocol_ran(Protocol::Simple, true, 8, g), Protocol::Simple);
+  EXPECT_EQ(protocol_ran(Protocol::Blocking, false, 8, g), Protocol::Blocking);
+}
+
+// A team of n lanes run one lane after another: move_slot's lanes touch disjoint elements.
+struct LaneOps : CpuMemOps {
+  int l = 0, n = 1;
+  int lane() const { return l; }
+  int lanes() const { return n; }
+};
+
+// A pointer at `skew` floats past a 16-byte boundary inside v.
+float* skewed(std::vector<float>& v, int skew) {
+  const auto at = reinterpret_cast<uintptr_t>(v.data());
+  return v.data() + (16 - at % 16) % 16 / 4 + skew;
+}
+
+// move_slot over every lane count, length and alignment: 16-byte accesses kUnroll deep where
+// aligned, floats for the tail and for a misaligned buffer; nothing past n is touched.
+TEST(IpcProtocolPieces, SlotMovesVectorsTailsAndMisalignedBuffers) {
+  const float kUntouched = -777.f;
+  for (int lanes : {1, 3, 32})
+    for (int64_t n : {0, 1, 3, 4, 5, 16, 17, 63, 64, 65, 200, 1001})
+      for (int skew : {0, 1, 2}) {
+        std::vector<float> in_v(n + 8), local_v(n + 8), out_v(n + 8, kUntouched);
+        const float* in = skewed(in_v, 0);
+        float* local = skewed(local_v, skew);
+        float* out = skewed(out_v, 0);
+        for (int64_t i = 0; i < n; ++i) {
+          in_v[in - in_v.data() + i] = static_cast<float>(i % 13);
+          local[i] = static_cast<float>(2 * (i % 7));
+        }
+        for (int l = 0; l < lanes; ++l) {
+          LaneOps ops;
+          ops.l = l;
+          ops.n = lanes;
+          move_slot<UnitKind::Final>(ops, kernels::SumOp{}, true, 2.f, in, local, out, n);
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          const float want = (static_cast<float>(i % 13) + static_cast<float>(2 * (i % 7))) / 2;
+          ASSERT_EQ(out[i], want) << "lanes " << lanes << " n " << n << " skew " << skew << " "
+                                  << i;
+          ASSERT_EQ(local[i], want) << "lanes " << lanes << " n " << n << " skew " << skew;
+        }
+        EXPECT_EQ(out[n], kUntouched) << "lanes " << lanes << " n " << n << " skew " << skew;
+      }
+}
+
 // ---- All reduce, threads as ranks ---------------------------------------------------------------
 
 // Every rank calls `calls` all_reduces of varying counts and ops; all must equal the CPU's.
@@ -291,6 +355,26 @@ TEST(IpcProtocolRanks, LlMatchesTheCpu) {
 
 TEST(IpcProtocolRanks, SimpleMatchesTheCpu) {
   for (int W : {2, 3, 4}) check_world(W, Protocol::Simple, W == 3 ? 3 : 2);
+}
+
+// A user buffer that is not 16-byte aligned: Simple moves it one float at a time, right.
+TEST(IpcProtocolRanks, SimpleMatchesTheCpuOnAMisalignedBuffer) {
+  const int W = 2;
+  World world(W, small_geometry(2), Ms(20000));
+  const int64_t count = 333;
+  std::vector<std::vector<float>> store(W, std::vector<float>(count + 8));
+  std::vector<float*> data(W);
+  for (int r = 0; r < W; ++r) {
+    data[r] = skewed(store[r], 1);
+    for (int64_t i = 0; i < count; ++i) data[r][i] = value(ReduceOp::Sum, r, i, 0);
+  }
+  const auto errs = on_ranks(
+      W, [&](int r) { return world.call(r, Protocol::Simple, data[r], count, ReduceOp::Sum); });
+  for (int r = 0; r < W; ++r) {
+    ASSERT_EQ(errs[r], "");
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_EQ(data[r][i], expected(ReduceOp::Sum, W, i, 0)) << "rank " << r << " element " << i;
+  }
 }
 
 // Auto runs LL up to 400 bytes and Simple above, in one world: both share sequence numbers.

@@ -137,6 +137,14 @@ void pause(int polls) {
     std::this_thread::sleep_for(std::chrono::microseconds(polls < 2000 ? 10 : 50));
 }
 
+// A store barrier: sets "<prefix><rank>", waits for every rank's key.
+void all_ranks_reach(Store& store, const std::string& prefix, int rank, int world, Millis timeout) {
+  store.set(prefix + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int q = 0; q < world; ++q) keys.push_back(prefix + std::to_string(q));
+  store.wait(keys, timeout);
+}
+
 }  // namespace
 
 struct CudaIpcRing::Impl {
@@ -483,6 +491,7 @@ CudaIpcRing::CudaIpcRing(std::shared_ptr<Store> store, int rank, int world, int 
                " < 1");
   ENGINE_CHECK(opts_.timeout.count() > 0, "ipc_ring init on rank ", rank_, ": timeout ",
                opts_.timeout.count(), " ms");
+  ran_ = opts_.protocol;
   Impl& m = *impl_;
   m.device = device_;
   m.rank = rank_;
@@ -496,7 +505,13 @@ CudaIpcRing::CudaIpcRing(std::shared_ptr<Store> store, int rank, int world, int 
       broken_ = true;
       throw;
     }
-    return;
+    ran_ = ipc::proto::ring_protocol(opts_.protocol, proto_->mode() == "time-sliced");
+    if (ran_ != IpcProtocol::Blocking) return;
+    // Auto, time-sliced: every rank read the same headers, so every rank is here. Each frees its
+    // region once all have opened theirs, then sets up the blocking ring below.
+    sliced_mode_ = proto_->mode();
+    all_ranks_reach(*store_, opts_.key + "/proto_opened/", rank_, world_, opts_.timeout);
+    proto_.reset();
   }
   int sms = 0, uva = 0, map_host = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
@@ -621,7 +636,7 @@ void CudaIpcRing::check() const {
 }
 
 std::string CudaIpcRing::mode() const {
-  return proto_ ? proto_->mode() : "";
+  return proto_ ? proto_->mode() : sliced_mode_;
 }
 
 std::string CudaIpcRing::unsupported_reason(int device) {

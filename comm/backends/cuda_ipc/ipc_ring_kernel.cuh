@@ -6,14 +6,16 @@
 #include <cstdint>
 
 #include "comm/algorithms/ring_schedule.h"  // RingSchedule: the chunks and segments of every unit
-#include "kernels/reduce.h"                 // SumOp, ProdOp, MaxOp, MinOp (ENGINE_HD)
+#include "comm/backends/cuda_ipc/protocol/layout.h"  // UnitKind, unit_of, unit_elem
+#include "kernels/reduce.h"                          // SumOp, ProdOp, MaxOp, MinOp (ENGINE_HD)
 
 namespace engine::comm::ipc {
 
-constexpr int kThreads = 512;   // per block
-constexpr int kMaxBlocks = 64;  // done counters per region, wait records per call
-constexpr int kUnroll = 4;      // float4 loads in flight per thread
-constexpr int kAlign = 4;       // chunks start at multiples of 4 floats: 16-byte aligned segments
+constexpr int kThreads = 512;               // per block
+constexpr int kMaxBlocks = 64;              // done counters per region, wait records per call
+constexpr int kUnroll = 4;                  // float4 loads in flight per thread
+constexpr int kAlign = proto::kAlignElems;  // chunks start at multiples of 4 floats: 16-byte
+                                            // aligned segments
 
 // What thread 0 of a block was waiting for when it gave up; in host-mapped memory, written by the
 // kernel (state last), read by the host once the kernel has ended.
@@ -64,12 +66,10 @@ struct RingArgs {
 //   LastCopy   unit 2W-2        local = ag
 // Unit u < 2W-2 moves the chunk that step u of the schedule (comm/algorithms/ring_schedule.h, both
 // phases in a row) sends: the one step u-1 received. The last unit stores what the last step
-// received.
-enum UnitKind : int { Send, Reduce, Final, Copy, LastCopy };
-struct RingUnit {
-  int kind;
-  int chunk;
-};
+// received. The kinds, the units and their elements are the protocols' (protocol/layout.h): one
+// definition for the blocking kernel and Simple.
+using proto::UnitKind;
+using RingUnit = proto::Unit;
 
 // The schedule of a call on rank `rank`: comm/algorithms/ring_schedule.h's, chunks aligned to
 // kAlign elements.
@@ -78,14 +78,7 @@ ENGINE_HD RingSchedule ring_schedule(int64_t count, int rank, int world) {
 }
 
 ENGINE_HD RingUnit ring_unit(const RingSchedule& s, int u) {
-  const int W = s.world(), last = 2 * W - 2;
-  const int kind = u == 0       ? UnitKind::Send
-                   : u < W - 1  ? UnitKind::Reduce
-                   : u == W - 1 ? UnitKind::Final
-                   : u < last   ? UnitKind::Copy
-                                : UnitKind::LastCopy;
-  if (u < last) return {kind, s.send_chunk(s.phase_of(u), s.phase_step(u))};
-  return {kind, s.recv_chunk(s.phase_of(last - 1), s.phase_step(last - 1))};
+  return proto::unit_of(s, u);
 }
 
 // Flags: phase 0 for reduce-scatter data (units 0..W-2 write it, 1..W-1 read it), phase 1 for
@@ -114,16 +107,7 @@ ENGINE_HD RingSpan ring_span(const RingSchedule& s, int chunk, int64_t j, int64_
 // One element of a unit: `in` from this rank's staging, `local` from the user's buffer.
 template <int kKind, class Op>
 ENGINE_HD float ring_elem(Op op, float in, float local, bool avg, float world) {
-  if constexpr (kKind == UnitKind::Send) {
-    return local;
-  } else if constexpr (kKind == UnitKind::Reduce) {
-    return op(in, local);
-  } else if constexpr (kKind == UnitKind::Final) {
-    const float v = op(in, local);
-    return avg ? v / world : v;
-  } else {
-    return in;
-  }
+  return proto::unit_elem<kKind>(op, in, local, avg, world);
 }
 
 #if defined(__CUDACC__)

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <thread>
 
+#include "comm/backends/cuda_ipc/protocol/layout.h"
+
 namespace engine::comm::ipc::proto {
 
 struct CpuMemOps {
@@ -41,6 +43,12 @@ struct CpuMemOps {
   // Slot data written by a peer: ordered by the acquire of its flag.
   static float load_data(const float* p) { return *p; }
   static void store_data(float* p, float v) { *p = v; }
+  // The GPU's 16-byte accesses (p 16-byte aligned), here four floats each.
+  static Vec4 load_data4(const float* p) { return {{p[0], p[1], p[2], p[3]}}; }
+  static Vec4 load_local4(const float* p) { return load_data4(p); }
+  static void store_data4(float* p, const Vec4& v) {
+    for (int j = 0; j < 4; ++j) p[j] = v.v[j];
+  }
   static uint64_t now_ns() {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now().time_since_epoch())

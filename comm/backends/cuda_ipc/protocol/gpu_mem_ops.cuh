@@ -2,10 +2,12 @@
 // on the GPU (cpu_mem_ops.h is the CPU's): system-scope ld.acquire / st.release for flags and
 // counters (peers are other processes, maybe other GPUs; the error record is host memory),
 // relaxed system-scope 8-byte loads and stores for LL lines, L2 loads (ld.global.cg) of slot data
-// a peer wrote, %globaltimer for the deadline. A team is a thread block: lane = threadIdx.x, the
-// leader thread 0 waits, the block's barrier shares its result.
+// a peer wrote (4 or 16 bytes per access), %globaltimer for the deadline. A team is a thread block:
+// lane = threadIdx.x, the leader thread 0 waits, the block's barrier shares its result.
 #pragma once
 #include <cstdint>
+
+#include "comm/backends/cuda_ipc/protocol/layout.h"
 
 namespace engine::comm::ipc::proto {
 
@@ -41,6 +43,19 @@ struct GpuMemOps {
   __device__ static bool claim(uint32_t* state) { return atomicCAS_system(state, 0u, 1u) == 0u; }
   __device__ static float load_data(const float* p) { return __ldcg(p); }
   __device__ static void store_data(float* p, float v) { *p = v; }
+  // 16 bytes per access (p 16-byte aligned): slot data a peer wrote (L2), the user's buffer, and
+  // stores to either.
+  __device__ static Vec4 load_data4(const float* p) {
+    const float4 t = __ldcg(reinterpret_cast<const float4*>(p));
+    return {{t.x, t.y, t.z, t.w}};
+  }
+  __device__ static Vec4 load_local4(const float* p) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    return {{t.x, t.y, t.z, t.w}};
+  }
+  __device__ static void store_data4(float* p, const Vec4& v) {
+    *reinterpret_cast<float4*>(p) = make_float4(v.v[0], v.v[1], v.v[2], v.v[3]);
+  }
   __device__ static uint64_t now_ns() {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

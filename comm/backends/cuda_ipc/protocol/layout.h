@@ -39,7 +39,7 @@ struct Geometry {
   int slots = 4;                 // Simple: FIFO depth per channel
   int64_t slot_elems = 4096;     // Simple: floats per slot, a multiple of 4
   int64_t ll_lines = 4096;       // LL: floats per round (one 8-byte line each) per peer
-  int64_t ll_max_bytes = 65536;  // auto: LL up to this many bytes (a guess: docs/ring.md)
+  int64_t ll_max_bytes = 65536;  // auto: LL up to this many bytes (measured: docs/ring.md)
 };
 
 // Byte offsets of the parts of a region.
@@ -137,6 +137,11 @@ ENGINE_HD uint32_t ll_data(uint64_t line) {
 }
 
 // ---- Simple: channel c's part of the buffer, and its slots per call -----------------------------
+// Four floats that move as one 16-byte access (a float4 on the GPU: gpu_mem_ops.cuh).
+struct Vec4 {
+  float v[4];
+};
+
 ENGINE_HD Range channel_part(int64_t count, int channels, int c) {
   return RingSchedule(0, channels, static_cast<size_t>(count), 0, kAlignElems).chunk(c);
 }
@@ -146,7 +151,7 @@ ENGINE_HD int64_t slots_for(int64_t n, int64_t slot_elems) {
   return (n + slot_elems - 1) / slot_elems;
 }
 
-// The ring's units over a channel's part (as the blocking kernel's, ipc_ring_kernel.cuh):
+// The ring's units over a channel's part (the blocking kernel's too: ipc_ring_kernel.cuh):
 //   Send u=0, Reduce u=1..W-2, Final u=W-1, Copy u=W..2W-3, LastCopy u=2W-2.
 enum UnitKind : int { Send, Reduce, Final, Copy, LastCopy };
 struct Unit {
@@ -163,6 +168,22 @@ ENGINE_HD Unit unit_of(const RingSchedule& s, int u) {
                                 : UnitKind::LastCopy;
   if (u < last) return {kind, s.send_chunk(s.phase_of(u), s.phase_step(u))};
   return {kind, s.recv_chunk(s.phase_of(last - 1), s.phase_step(last - 1))};
+}
+
+// One element of a unit: `in` from what prev wrote (a slot, or the blocking ring's staging),
+// `local` from the user's buffer.
+template <int kKind, class Op>
+ENGINE_HD float unit_elem(Op op, float in, float local, bool avg, float world) {
+  if constexpr (kKind == UnitKind::Send) {
+    return local;
+  } else if constexpr (kKind == UnitKind::Reduce) {
+    return op(in, local);
+  } else if constexpr (kKind == UnitKind::Final) {
+    const float v = op(in, local);
+    return avg ? v / world : v;
+  } else {
+    return in;
+  }
 }
 
 // Slots channel c of `rank` posts to next and takes from prev in one call of `count` elements.
@@ -195,6 +216,20 @@ ENGINE_HD int64_t ll_rounds(int64_t count, int64_t ll_lines) {
 ENGINE_HD Protocol choose_protocol(Protocol requested, int64_t bytes, const Geometry& g) {
   if (requested != Protocol::Auto) return requested;
   return g.world <= kMaxLlRanks && bytes <= g.ll_max_bytes ? Protocol::Ll : Protocol::Simple;
+}
+
+// What a ring requesting `requested` runs at all, decided once at construction from its mode:
+// where ranks share a GPU without MPS ("time-sliced") a spinning kernel holds the GPU for its whole
+// time slice, so Auto runs the blocking kernel there (measured on one H200, two ranks: LL and
+// Simple 1.4-90x slower than blocking, docs/ring.md). An explicit Ll or Simple is kept.
+ENGINE_HD Protocol ring_protocol(Protocol requested, bool time_sliced) {
+  return requested == Protocol::Auto && time_sliced ? Protocol::Blocking : requested;
+}
+
+// What a call of `bytes` bytes runs on a ring in that mode (ring_protocol, then choose_protocol).
+ENGINE_HD Protocol protocol_ran(Protocol requested, bool time_sliced, int64_t bytes,
+                                const Geometry& g) {
+  return choose_protocol(ring_protocol(requested, time_sliced), bytes, g);
 }
 
 // ---- The error record (host-mapped on the GPU) --------------------------------------------------

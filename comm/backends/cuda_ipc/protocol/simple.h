@@ -14,7 +14,9 @@
 // One release (and one flag) per slot; head and tail count slots across calls (the host passes
 // where each call starts: channel_slots), so nothing is reset. The last slot of a chunk is
 // partial; empty chunks take no slot (both sides agree: the schedule gives the sender's unit u
-// and the receiver's unit u+1 the same chunk).
+// and the receiver's unit u+1 the same chunk). Data moves 16 bytes per lane per access (Vec4,
+// kUnroll loads in flight per lane): slots, channel parts and chunks start at multiples of
+// kAlignElems = 4 floats, so only a user buffer that is not 16-byte aligned falls back to floats.
 #pragma once
 #include <cstdint>
 
@@ -22,23 +24,53 @@
 
 namespace engine::comm::ipc::proto {
 
-// One element of a unit: `in` from the slot read, `local` from the user's buffer.
-template <int kKind, class Op>
-ENGINE_HD float unit_elem(Op op, float in, float local, bool avg, float world) {
-  if constexpr (kKind == UnitKind::Send) {
-    return local;
-  } else if constexpr (kKind == UnitKind::Reduce) {
-    return op(in, local);
-  } else if constexpr (kKind == UnitKind::Final) {
-    const float v = op(in, local);
-    return avg ? v / world : v;
-  } else {
-    return in;
+// Each lane keeps kUnroll 16-byte loads of `in` (and of `local`) in flight before it stores.
+constexpr int kUnroll = 4;
+#if defined(__CUDA_ARCH__)
+#define ENGINE_PROTO_UNROLL _Pragma("unroll")
+#else
+#define ENGINE_PROTO_UNROLL
+#endif
+
+// Where every pointer is 16-byte aligned, the lanes move n / 4 Vec4s (lane l: l, l + lanes, ...,
+// kUnroll of them loaded before any is stored); the rest, and everything where a pointer is not
+// aligned, one float at a time. in: a slot of this rank's FIFO; local: the user's buffer; out: a
+// slot of next's FIFO.
+template <int kKind, class Ops, class Op>
+ENGINE_HD int64_t move_vec4(const Ops& ops, Op op, bool avg, float world, const float* in,
+                            float* local, float* out, int64_t n) {
+  constexpr bool kReadsIn = kKind != UnitKind::Send;
+  constexpr bool kReadsLocal =
+      kKind == UnitKind::Send || kKind == UnitKind::Reduce || kKind == UnitKind::Final;
+  constexpr bool kWritesLocal = kKind == UnitKind::Final || kKind >= UnitKind::Copy;
+  constexpr bool kWritesOut = kKind != UnitKind::LastCopy;
+  const auto bits = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  if (((bits(in) | bits(local) | bits(out)) & 15u) != 0) return 0;
+  const int64_t n4 = n / 4, lanes = ops.lanes();
+  for (int64_t base = ops.lane(); base < n4; base += lanes * kUnroll) {
+    Vec4 x[kUnroll] = {}, y[kUnroll] = {};
+    ENGINE_PROTO_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t k = base + u * lanes;
+      if (k >= n4) continue;
+      if constexpr (kReadsIn) x[u] = ops.load_data4(in + 4 * k);
+      if constexpr (kReadsLocal) y[u] = ops.load_local4(local + 4 * k);
+    }
+    ENGINE_PROTO_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t k = base + u * lanes;
+      if (k >= n4) continue;
+      Vec4 v;
+      for (int j = 0; j < 4; ++j) v.v[j] = unit_elem<kKind>(op, x[u].v[j], y[u].v[j], avg, world);
+      if constexpr (kWritesLocal) ops.store_data4(local + 4 * k, v);
+      if constexpr (kWritesOut) ops.store_data4(out + 4 * k, v);
+    }
   }
+  return n4 * 4;
 }
 
-// The team's lanes move n elements: in (a slot of this rank's FIFO), local (the user's buffer),
-// out (a slot of next's FIFO).
+// The team's lanes move n elements: 16 bytes per access where aligned (move_vec4), the tail (and
+// unaligned buffers) one float per access.
 template <int kKind, class Ops, class Op>
 ENGINE_HD void move_slot(const Ops& ops, Op op, bool avg, float world, const float* in,
                          float* local, float* out, int64_t n) {
@@ -47,7 +79,8 @@ ENGINE_HD void move_slot(const Ops& ops, Op op, bool avg, float world, const flo
       kKind == UnitKind::Send || kKind == UnitKind::Reduce || kKind == UnitKind::Final;
   constexpr bool kWritesLocal = kKind == UnitKind::Final || kKind >= UnitKind::Copy;
   constexpr bool kWritesOut = kKind != UnitKind::LastCopy;
-  for (int64_t i = ops.lane(); i < n; i += ops.lanes()) {
+  const int64_t head = move_vec4<kKind>(ops, op, avg, world, in, local, out, n);
+  for (int64_t i = head + ops.lane(); i < n; i += ops.lanes()) {
     const float x = kReadsIn ? ops.load_data(in + i) : 0.f;
     const float y = kReadsLocal ? local[i] : 0.f;
     const float v = unit_elem<kKind>(op, x, y, avg, world);
