@@ -41,7 +41,7 @@ struct Config {
   // --staged-pipeline N: the staged path's all_reduce through N pinned slots (1: unpipelined).
   int64_t staged_pipeline = 1;
   // --ring-transport ipc: the CUDA IPC ring's protocol (docs/ring.md): "blocking" (the default:
-  // the kernel with the host's wait), or the stream-ordered "auto", "ll", "simple".
+  // the kernel with the host's wait), or the stream-ordered "auto", "ll", "simple", "events".
   std::string cuda_ring_protocol = "blocking";
   // --two-level: host buffers' all_reduce in two levels across hosts (comm::TwoLevel).
   comm::TwoLevel two_level = comm::TwoLevel::Auto;

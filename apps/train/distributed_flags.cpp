@@ -31,10 +31,12 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
         "1..4: the staged path's CUDA all_reduce (--cuda-ring staged, or ipc's fallback) cut into "
         "segments through N pinned slots, download, host ring and upload overlapping; 1 (the "
         "default): one download, the host ring, one upload");
-  f.add_choice("cuda-ring-protocol", &c.cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
+  f.add_choice("cuda-ring-protocol", &c.cuda_ring_protocol,
+               {"blocking", "auto", "ll", "simple", "events"},
                "--cuda-ring ipc: blocking (the kernel and the host's wait, the default), or "
                "queued on the stream, overlapping backward: auto (ll small, simple large), ll, "
-               "simple (docs/ring.md)");
+               "simple, or events (steps chained by CUDA IPC events, no spinning kernel: for ranks "
+               "sharing a GPU without MPS; docs/ring.md)");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {

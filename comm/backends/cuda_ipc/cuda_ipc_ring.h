@@ -73,9 +73,11 @@ class Event;
 namespace engine::comm {
 
 class ProtoRing;
+class EventChain;
 using IpcProtocol = ipc::proto::Protocol;
 
-// "blocking", "auto", "ll", "simple" (--cuda-ring-protocol); parse: false for another name.
+// "blocking", "auto", "ll", "simple", "events" (--cuda-ring-protocol); parse: false for another
+// name.
 const char* ipc_protocol_name(IpcProtocol p);
 bool parse_ipc_protocol(const std::string& s, IpcProtocol* out);
 
@@ -87,7 +89,9 @@ struct IpcRingOptions {
   // Blocking: the kernel above with the host's wait (the default until a GPU report shows the
   // others right). Auto, Ll, Simple: the stream-ordered protocols (comm/backends/cuda_ipc/
   // protocol/, docs/ring.md): queued on the comm stream, checked on the device, watched by a host
-  // thread. Every rank must pass the same protocol and geometry.
+  // thread. Every rank must pass the same protocol and geometry. Events: the event-chained ring
+  // for ranks that share a GPU without MPS (chain/event_chain.h): stream-ordered, no spinning
+  // kernel; auto does not choose it (yet).
   IpcProtocol protocol = IpcProtocol::Blocking;
   int channels = 8;                // Simple: blocks, each a ring over its part of the buffer
   int slots = 4;                   // Simple: FIFO depth per channel
@@ -122,7 +126,7 @@ class CudaIpcRing : public DeviceGroup {
   static std::string unsupported_reason(int device);
 
   // --- the stream-ordered protocols (opts.protocol != Blocking) ---
-  bool stream_ordered() const { return proto_ != nullptr; }
+  bool stream_ordered() const { return proto_ != nullptr || chain_ != nullptr; }
   // Queues the all_reduce of t on the comm stream after `ready` and returns an event recorded
   // after it; the host does not wait. A failure shows at the next call or at check().
   cuda::Event all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready);
@@ -140,7 +144,8 @@ class CudaIpcRing : public DeviceGroup {
   IpcRingOptions opts_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<ProtoRing> proto_;  // the stream-ordered protocols, when chosen
+  std::unique_ptr<ProtoRing> proto_;   // the stream-ordered protocols, when chosen
+  std::unique_ptr<EventChain> chain_;  // --cuda-ring-protocol events
 };
 
 }  // namespace engine::comm

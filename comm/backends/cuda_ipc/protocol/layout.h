@@ -31,7 +31,8 @@ constexpr int kStride = 16;       // uint64 words between two counters: 128 byte
 constexpr int kAlignElems = 4;    // channel parts and ring chunks start at multiples of 4 floats
 
 // The protocol of a call. Blocking is the kernel of ipc_ring_kernel.cuh with the host's wait.
-enum class Protocol : uint8_t { Blocking, Auto, Ll, Simple };
+// Events: the event-chained ring for time-sliced ranks (chain/event_chain.h), not a kernel here.
+enum class Protocol : uint8_t { Blocking, Auto, Ll, Simple, Events };
 
 struct Geometry {
   int world = 1;
