@@ -104,6 +104,11 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                      "(--device cpu --backend ring)");
 }
 
+constexpr const char* kIpcProtocolHelp =
+    "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or queued on "
+    "the stream: auto (ll for small sizes, simple above), ll, simple, or events (steps chained by "
+    "CUDA IPC events, no spinning kernel: for ranks sharing a GPU without MPS)";
+
 }  // namespace
 
 bool parse_flags(int argc, char** argv, Config* cfg) {
@@ -155,13 +160,8 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   f.add("staged-pipeline", &cfg->staged_pipeline,
         "--ring-transport staged: all_reduce cut into segments through N (1..4) pinned slots, "
         "download, host ring and upload overlapping; 1: unpipelined");
-  f.add_choice(
-      "cuda-ring-protocol", &cfg->cuda_ring_protocol,
-      {"blocking", "auto", "ll", "simple", "events"},
-      "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or "
-      "queued on the stream: auto (ll for small sizes, simple above), ll, simple, or events "
-      "(steps chained by CUDA IPC events, no spinning kernel: for ranks sharing a GPU "
-      "without MPS)");
+  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol,
+               {"blocking", "auto", "ll", "simple", "events"}, kIpcProtocolHelp);
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(f.rest().empty(), "unexpected arguments after --");
   check_backend_flags(f, *cfg, world, coll);

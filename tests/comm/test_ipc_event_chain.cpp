@@ -18,6 +18,8 @@
 
 #include "comm/backends/cuda_ipc/chain/plan.h"
 #include "comm/backends/cuda_ipc/chain/run.h"
+#include "comm/backends/cuda_ipc/chain/shared_segment.h"
+#include "comm/rendezvous/mem_store.h"
 #include "kernels/reduce.h"
 
 namespace engine::comm::ipc::chain {
@@ -338,6 +340,35 @@ TEST(IpcEventChainPlan, ACallWithAnotherCountIsNamed) {
       << errors[0];
   EXPECT_NE(errors[1].find("rank 0 (left) called all_reduce #1 of 12 floats"), std::string::npos)
       << errors[1];
+}
+
+// The shared counters between processes: rank 0 creates the segment, the others open it by the
+// name it publishes; every mapping sees the same words (threads here, separate mappings).
+TEST(IpcEventChainSegment, EveryRankMapsTheSameCounters) {
+  MemStore store;
+  std::vector<std::unique_ptr<SharedSegment>> seg(3);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 3; ++r)
+    th.emplace_back(
+        [&, r] { seg[r] = std::make_unique<SharedSegment>(store, "t/chain", r, 3, Millis(5000)); });
+  for (auto& t : th) t.join();
+  for (int r = 0; r < 3; ++r) ASSERT_NE(seg[r], nullptr);
+  EXPECT_NE(&seg[0]->shared(), &seg[1]->shared());
+  store_release(seg[1]->shared().ranks[1].recorded, 17);
+  EXPECT_EQ(load_acquire(seg[2]->shared().ranks[1].recorded), 17u);
+  EXPECT_EQ(load_acquire(seg[0]->shared().ranks[2].recorded), 0u);
+}
+
+TEST(IpcEventChainSegment, ARankThatNeverMapsIsNamed) {
+  MemStore store;
+  try {
+    SharedSegment seg(store, "t/chain", 0, 2, Millis(100));
+    FAIL() << "rank 1 never came";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 did not map the shared segment"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
