@@ -229,7 +229,7 @@ INSTANTIATE_TEST_SUITE_P(
     Backends, AllreduceBenchCudaRun,
     ::testing::Values(CudaCase{"ring", "", 2}, CudaCase{"ring", "ipc", 2}, CudaCase{"nccl", "", 2},
                       CudaCase{"ring", "ipc", 2, "ll"}, CudaCase{"ring", "ipc", 2, "simple"},
-                      CudaCase{"ring", "ipc", 3, "auto"}),
+                      CudaCase{"ring", "ipc", 3, "auto"}, CudaCase{"ring", "ipc", 2, "events"}),
     [](const auto& p) {
       return std::string(p.param.backend) +
              (*p.param.ring_transport ? std::string("_") + p.param.ring_transport : std::string()) +
