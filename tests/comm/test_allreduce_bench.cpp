@@ -148,6 +148,11 @@ TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   EXPECT_NE(r.out.find("--cuda-ring-protocol applies to --device cuda --ring-transport ipc"),
             std::string::npos)
       << r.out;
+  r = run_bench("--world-size 2 --cuda-ring-protocol events", "events_on_cpu");  // a choice
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-protocol applies to --device cuda --ring-transport ipc"),
+            std::string::npos)
+      << r.out;
   r = run_bench("--world-size 2 --device cuda --cuda-ring-protocol lowlat", "bad_protocol");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--cuda-ring-protocol"), std::string::npos) << r.out;

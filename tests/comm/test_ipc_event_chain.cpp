@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -81,6 +82,7 @@ struct LogEntry {
   int rank, peer, slot;  // record: rank == peer
   uint64_t step;         // record: the step; wait: the record it captured
   uint64_t expected;     // wait: the step the waiter needs (its k - 1)
+  bool ran = false;      // wait: it completed on the waiter's stream (else: enqueued)
 };
 
 struct World;
@@ -97,6 +99,7 @@ struct FakeRank {
   void stream_wait(int peer, int slot);
   void launch(const StepWork& w);
   void record(int slot);
+  bool peer_done(int peer, int slot);
 };
 
 struct World {
@@ -106,6 +109,7 @@ struct World {
   std::mutex log_mu;
   std::vector<LogEntry> log;
   std::atomic<int> stuck{0};  // waits that never completed
+  int device_us = 0;          // each step's kernel takes this long (a slow device: hosts run ahead)
   World(int w, size_t cap) : W(w) {
     shared.magic = kSharedMagic;
     shared.world = w;
@@ -128,7 +132,8 @@ void FakeRank::stream_wait(int peer, int slot) {
     world->log.push_back({false, rank, peer, slot, target, step});
   }
   World* w = world;
-  stream->push([&p, slot, target, w] {
+  const LogEntry ran{false, rank, peer, slot, target, step, true};
+  stream->push([&p, slot, target, w, ran] {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (p.slot_done[slot].load(std::memory_order_acquire) < target) {
       if (std::chrono::steady_clock::now() > until) {
@@ -137,6 +142,8 @@ void FakeRank::stream_wait(int peer, int slot) {
       }
       std::this_thread::yield();
     }
+    std::lock_guard<std::mutex> lk(w->log_mu);
+    w->log.push_back(ran);
   });
 }
 
@@ -155,7 +162,9 @@ void FakeRank::launch(const StepWork& w) {
   float* d = data.data();
   const float* l = world->ranks[(rank + W - 1) % W]->buf.data();
   const ReduceOp o = op;
-  stream->push([w, b, d, l, o, W] {
+  const int us = world->device_us;
+  stream->push([w, b, d, l, o, W, us] {
+    if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
     const float div = static_cast<float>(W);
     switch (o) {
       case ReduceOp::Max:
@@ -179,6 +188,12 @@ void FakeRank::record(int slot) {
   }
   std::atomic<uint64_t>* done = &slot_done[slot];
   stream->push([done, k] { done->store(k, std::memory_order_release); });
+}
+
+bool FakeRank::peer_done(int peer, int slot) {
+  const FakeRank& p = *world->ranks[peer];
+  return p.slot_done[slot].load(std::memory_order_acquire) >=
+         p.slot_recorded[slot].load(std::memory_order_acquire);
 }
 
 float input(int rank, int call, size_t i) {
@@ -293,11 +308,23 @@ TEST(IpcEventChainPlan, StepsReadWhatLeftWroteAndNeverRaceRight) {
 TEST(IpcEventChainPlan, NoSlotIsRecordedAgainBeforeItsWaitersEnqueued) {
   for (int W : {2, 3, 4}) {
     World w(W, 600);
+    w.device_us = 300;
     const auto errors = run_world(w, {600, 5, 600, 1, 64, 600}, ReduceOp::Sum, Millis(5000));
     for (int r = 0; r < W; ++r) ASSERT_EQ(errors[r], "");
     size_t waits = 0;
+    std::map<std::pair<int, uint64_t>, int> ran;  // (rank, step): waits on it that have run
     for (const LogEntry& e : w.log) {
-      if (e.record) continue;
+      if (e.ran) {
+        ++ran[{e.peer, e.step}];
+        continue;
+      }
+      if (e.record) {  // (a'): the waits on this slot's previous record have all run
+        if (e.step > kEventSlots) {
+          EXPECT_EQ((ran[{e.rank, e.step - kEventSlots}]), W == 2 ? 1 : 2)
+              << "W " << W << ": rank " << e.rank << " recorded step " << e.step;
+        }
+        continue;
+      }
       ++waits;
       EXPECT_EQ(e.step, e.expected) << "W " << W << ": rank " << e.rank << " waiting on rank "
                                     << e.peer << " slot " << e.slot;

@@ -173,6 +173,12 @@ struct EventChain::Impl {
       CUDA_CHECK(cudaStreamWaitEvent(m.stream, e, 0));
     }
     void record(int slot) { CUDA_CHECK(cudaEventRecord(m.own_ev[slot], m.stream)); }
+    bool peer_done(int peer, int slot) {
+      const cudaError_t q = cudaEventQuery(peer == m.left ? m.left_ev[slot] : m.right_ev[slot]);
+      if (q == cudaErrorNotReady) return false;
+      CUDA_CHECK(q);
+      return true;
+    }
     void launch(const ch::StepWork& w) {
       ch::StepArgs a;
       a.n = static_cast<int64_t>(w.range.size());

@@ -32,6 +32,14 @@ namespace engine::comm::ipc::chain {
 // step k+1, its wait on slot k % K. So every wait on a slot is enqueued before the slot is
 // recorded again, and it binds to the record of exactly step k (the wait captures the slot's
 // latest record; the neighbour cannot have gone past k yet: it would need r at k+K-1 > k).
+// Should a driver bind a wait to the record that is latest when the wait RUNS instead, one more
+// host wait makes it hold all the same:
+//   (a') host: wait until both neighbours' step k-K+1 has completed on the device (an event
+//        query of their slot (k-K+1) % K, which they cannot record again before r records k).
+// A neighbour's step k-K+1 ran after its wait on r's step k-K, so that wait has run before r
+// records the slot again. (a') waits only for work already enqueued (the neighbour recorded
+// k-1 >= k-K+1), so it cannot deadlock; it lets the host run at most K-1 steps ahead of its
+// neighbours' device.
 constexpr int kEventSlots = 4;
 
 inline int event_slot(uint64_t step) {

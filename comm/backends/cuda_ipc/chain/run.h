@@ -8,6 +8,8 @@
 //   void stream_wait(int peer, int slot)  the stream waits for peer's event slot's latest record
 //   void launch(const StepWork& w)        the step's kernel
 //   void record(int slot)                 records this rank's event slot after the kernel
+//   bool peer_done(int peer, int slot)    peer's event slot's latest record has completed (a
+//                                         query, never blocks: cudaEventQuery)
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -88,6 +90,24 @@ inline void wait_recorded(const Shared& sh, const CallSpec& c, uint64_t seq, int
   }
 }
 
+// (a') of plan.h: until `peer`'s step `step` has completed on the device (bounded).
+template <class Ops>
+void wait_done(Ops& ops, const CallSpec& c, uint64_t seq, int peer, const char* role,
+               uint64_t step) {
+  if (ops.peer_done(peer, event_slot(step))) return;
+  const Deadline deadline = Deadline::after(c.timeout);
+  for (int polls = 0; !ops.peer_done(peer, event_slot(step)); ++polls) {
+    if (deadline.expired())
+      throw TimeoutError(detail::concat(call_text(c, seq), ": step ", step, " of rank ", peer, " (",
+                                        role, ") did not finish on the device within ",
+                                        c.timeout.count(), " ms; the ring is broken"));
+    if (polls < 200)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 // The call check: `peer` (past its step 0 of this call) called with this rank's (seq, count, op).
 inline void check_peer_call(const Shared& sh, const CallSpec& c, uint64_t seq, int peer,
                             const char* role) {
@@ -117,6 +137,10 @@ void run_call(Shared& sh, Ops& ops, const CallSpec& c, ChainState& st) {
     const uint64_t k = st.step + 1;
     wait_recorded(sh, c, seq, left, "left", k - 1);
     if (right != left) wait_recorded(sh, c, seq, right, "right", k - 1);
+    if (k > kEventSlots) {  // (a'): slot k % K is free on the device too
+      wait_done(ops, c, seq, left, "left", k - kEventSlots + 1);
+      if (right != left) wait_done(ops, c, seq, right, "right", k - kEventSlots + 1);
+    }
     if (i == 1) {  // both neighbours are past their step 0 of this call
       check_peer_call(sh, c, seq, left, "left");
       if (right != left) check_peer_call(sh, c, seq, right, "right");
