@@ -11,7 +11,7 @@
 #     --compile fp32 (and bf16 while the budget lasts), same batch, 2 epochs (1 warm-up + 1 timed);
 #   - bench_kernels --device cuda (each --cuda-kernels choice where the build has the flag);
 #   - allreduce_bench --device cuda --world-size 2, 8 B to 256 MiB: the IPC ring with each
-#     --cuda-ring-protocol (blocking, ll, simple, auto) without and then with an MPS daemon (when
+#     --cuda-ring-protocol (blocking, ll, simple, auto, events) without and then with an MPS daemon (when
 #     one starts), the staged ring (--staged-pipeline 1 and 3), NCCL where there are two GPUs.
 # A flag this build lacks, a missing tool or a step past the budget gives a "skip: <reason>" row.
 # scripts/gpu_bench_report.py turns the raw outputs into docs/gpu_bench/<gpu>-<commit>.md (tables,
@@ -230,7 +230,7 @@ bench() {
 
 ipc_rows() {
   local mode=$1 proto
-  for proto in blocking ll simple auto; do
+  for proto in blocking ll simple auto events; do
     local mps=false
     [ "$mode" = mps ] && mps=true
     local p="\"backend\": \"ipc\", \"protocol\": \"$proto\", \"mps\": $mps"
