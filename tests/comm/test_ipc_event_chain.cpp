@@ -121,6 +121,10 @@ struct World {
       ranks[r]->world = this;
     }
   }
+  // Every stream first (they read each other's slots and buffers), then the ranks.
+  ~World() {
+    for (auto& r : ranks) r->stream.reset();
+  }
 };
 
 void FakeRank::stream_wait(int peer, int slot) {
