@@ -11,7 +11,7 @@
 #     --compile fp32 (and bf16 while the budget lasts), same batch, 2 epochs (1 warm-up + 1 timed);
 #   - bench_kernels --device cuda (each --cuda-kernels choice where the build has the flag);
 #   - allreduce_bench --device cuda --world-size 2, 8 B to 256 MiB: the IPC ring with each
-#     --cuda-ring-protocol (blocking, ll, simple, auto) without and then with an MPS daemon (when
+#     --cuda-ring-protocol (blocking, ll, simple, auto, events) without and then with an MPS daemon (when
 #     one starts), the staged ring (--staged-pipeline 1 and 3), NCCL where there are two GPUs.
 # A flag this build lacks, a missing tool or a step past the budget gives a "skip: <reason>" row.
 # scripts/gpu_bench_report.py turns the raw outputs into docs/gpu_bench/<gpu>-<commit>.md (tables,
@@ -236,10 +236,10 @@ bench() {
     --world-size 2 --device cuda $SIZES --json "$RAW/$file" "$@"
 }
 
-# ipc_rows MODE [PROTOCOLS]: the IPC ring, each protocol (default: all four).
+# ipc_rows MODE [PROTOCOLS]: the IPC ring, each protocol (default: all five).
 ipc_rows() {
   local mode=$1 proto
-  for proto in ${2:-blocking ll simple auto}; do
+  for proto in ${2:-blocking ll simple auto events}; do
     local mps=false
     [ "$mode" = mps ] && mps=true
     local p="\"backend\": \"ipc\", \"protocol\": \"$proto\", \"mps\": $mps"
@@ -307,7 +307,7 @@ mps_stop() {
 # Without MPS the spinning kernels (ll, simple) hold the GPU for whole time slices (each of their
 # runs took 30-60 s on an H200): they come last, after the MPS rows and the staged ring.
 collective_rows() {
-  ipc_rows nomps "blocking auto"
+  ipc_rows nomps "blocking auto events"
   MPS_NOTE="not tried: the budget ran out first"
   if [ "$(left)" -ge 40 ] && mps_start; then
     ipc_rows mps

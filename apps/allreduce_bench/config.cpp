@@ -105,15 +105,19 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                      "(--device cpu --backend ring)");
 }
 
+constexpr const char* kIpcProtocolHelp =
+    "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or queued on "
+    "the stream: auto (ll for small sizes, simple above; blocking where ranks share a GPU without "
+    "MPS), ll, simple, or events (steps chained by CUDA IPC events, no spinning kernel: for ranks "
+    "sharing a GPU without MPS)";
+
 // The CUDA IPC ring's flags (--ring-transport ipc).
 void add_ipc_flags(apps::Flags& f, Config* cfg, std::string* slot_bytes) {
-  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
-               "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or "
-               "queued on the stream: auto (ll for small sizes, simple above; blocking where "
-               "ranks share a GPU without MPS), ll, simple");
+  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol,
+               {"blocking", "auto", "ll", "simple", "events"}, kIpcProtocolHelp);
   f.add("cuda-ring-channels", &cfg->cuda_ring_channels,
         "--ring-transport ipc: thread blocks of the ring's kernels (the blocking kernel's "
-        "blocks, simple's channels), 1..32; 0: the defaults (8 blocks, 16 channels)");
+        "blocks, simple's channels), 1..32; 0: the defaults (8 blocks, 32 channels)");
   f.add("cuda-ring-slot-bytes", slot_bytes,
         "--ring-transport ipc: simple's FIFO slot size (K, M suffixes; a multiple of 16 up to "
         "64M); 0: the default (512K)");

@@ -41,8 +41,8 @@ struct Config {
   // --staged-pipeline N: the staged path's all_reduce through N pinned slots (1: unpipelined).
   int64_t staged_pipeline = 1;
   // --ring-transport ipc: the CUDA IPC ring's protocol (docs/ring.md): "blocking" (the default:
-  // the kernel with the host's wait), or the stream-ordered "auto", "ll", "simple".
-  std::string cuda_ring_protocol = "blocking";
+  // the kernel with the host's wait), or the stream-ordered "auto", "ll", "simple", "events".
+  std::string cuda_ring_protocol = "auto";
   // --cuda-ring-channels: the IPC ring's thread blocks (the blocking kernel's blocks, Simple's
   // channels); --cuda-ring-slot-bytes: Simple's slot size. 0: comm::IpcRingOptions' defaults.
   int64_t cuda_ring_channels = 0;

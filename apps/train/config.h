@@ -39,7 +39,7 @@ struct TrainConfig {
   // 1: unpipelined.
   int64_t staged_pipeline = 1;
   // --cuda-ring ipc: the IPC ring's protocol: blocking (default) | auto | ll | simple
-  std::string cuda_ring_protocol = "blocking";
+  std::string cuda_ring_protocol = "auto";
   int64_t cuda_ring_channels = 0;  // --cuda-ring ipc: the kernels' thread blocks; 0: default
   // Data parallelism (one process per rank).
   std::string backend = "ring";

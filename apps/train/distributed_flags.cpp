@@ -31,13 +31,15 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
         "1..4: the staged path's CUDA all_reduce (--cuda-ring staged, or ipc's fallback) cut into "
         "segments through N pinned slots, download, host ring and upload overlapping; 1 (the "
         "default): one download, the host ring, one upload");
-  f.add_choice("cuda-ring-protocol", &c.cuda_ring_protocol, {"blocking", "auto", "ll", "simple"},
+  f.add_choice("cuda-ring-protocol", &c.cuda_ring_protocol,
+               {"blocking", "auto", "ll", "simple", "events"},
                "--cuda-ring ipc: blocking (the kernel and the host's wait, the default), or "
                "queued on the stream, overlapping backward: auto (ll small, simple large), ll, "
-               "simple (docs/ring.md)");
+               "simple, or events (steps chained by CUDA IPC events, no spinning kernel: for ranks "
+               "sharing a GPU without MPS; docs/ring.md)");
   f.add("cuda-ring-channels", &c.cuda_ring_channels,
         "--cuda-ring ipc: thread blocks of the IPC ring's kernels (the blocking kernel's blocks, "
-        "simple's channels), 1..32; 0 (the default): 8 blocks, 16 channels");
+        "simple's channels), 1..32; 0 (the default): 8 blocks, 32 channels");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -77,7 +79,7 @@ void validate_distributed(const TrainConfig& c) {
       c.staged_pipeline == 1 || (c.backend == "ring" && c.device != "cpu"),
       "--staged-pipeline pipelines how --backend ring stages GPU tensors; ",
       c.device == "cpu" ? "--device cpu has none" : "--backend " + c.backend + " has none");
-  ENGINE_CHECK(c.cuda_ring_protocol == "blocking" || c.cuda_ring == "ipc",
+  ENGINE_CHECK(c.cuda_ring_protocol == "auto" || c.cuda_ring == "ipc",
                "--cuda-ring-protocol chooses the CUDA IPC ring's protocol: it needs --cuda-ring "
                "ipc (got --cuda-ring ",
                c.cuda_ring, ")");

@@ -148,6 +148,11 @@ TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   EXPECT_NE(r.out.find("--cuda-ring-protocol applies to --device cuda --ring-transport ipc"),
             std::string::npos)
       << r.out;
+  r = run_bench("--world-size 2 --cuda-ring-protocol events", "events_on_cpu");  // a choice
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--cuda-ring-protocol applies to --device cuda --ring-transport ipc"),
+            std::string::npos)
+      << r.out;
   r = run_bench("--world-size 2 --device cuda --cuda-ring-protocol lowlat", "bad_protocol");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--cuda-ring-protocol"), std::string::npos) << r.out;
@@ -249,9 +254,9 @@ TEST_P(AllreduceBenchCudaRun, EveryCollectiveChecksClean) {
       EXPECT_EQ(row.value("protocol", ""), c.protocol) << row;
       EXPECT_TRUE(row.value("mode", "") == "concurrent" || row.value("mode", "") == "time-sliced")
           << row;
-      // Auto never spins across time-sliced contexts: it runs the blocking ring there.
+      // Auto never spins across time-sliced contexts: it runs the event-chained ring there.
       if (std::string(c.protocol) == "auto" && row.value("mode", "") == "time-sliced") {
-        EXPECT_EQ(row.value("protocol_ran", ""), "blocking") << row;
+        EXPECT_EQ(row.value("protocol_ran", ""), "events") << row;
       }
       EXPECT_GT(row.value("channels", int64_t(0)), 0) << row;
       EXPECT_GT(row.value("slot_bytes", int64_t(0)), 0) << row;
@@ -264,7 +269,7 @@ INSTANTIATE_TEST_SUITE_P(
     Backends, AllreduceBenchCudaRun,
     ::testing::Values(CudaCase{"ring", "", 2}, CudaCase{"ring", "ipc", 2}, CudaCase{"nccl", "", 2},
                       CudaCase{"ring", "ipc", 2, "ll"}, CudaCase{"ring", "ipc", 2, "simple"},
-                      CudaCase{"ring", "ipc", 3, "auto"}),
+                      CudaCase{"ring", "ipc", 3, "auto"}, CudaCase{"ring", "ipc", 2, "events"}),
     [](const auto& p) {
       return std::string(p.param.backend) +
              (*p.param.ring_transport ? std::string("_") + p.param.ring_transport : std::string()) +

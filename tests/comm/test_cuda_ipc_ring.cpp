@@ -610,7 +610,8 @@ TEST_P(CudaIpcRingProtocols, AllReduceMatchesTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Protocols, CudaIpcRingProtocols,
                          ::testing::Combine(::testing::Values(2, 3),
                                             ::testing::Values(IpcProtocol::Ll, IpcProtocol::Simple,
-                                                              IpcProtocol::Auto)),
+                                                              IpcProtocol::Auto,
+                                                              IpcProtocol::Events)),
                          [](const auto& p) {
                            return "W" + std::to_string(std::get<0>(p.param)) + "_" +
                                   ipc_protocol_name(std::get<1>(p.param));

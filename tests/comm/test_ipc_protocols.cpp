@@ -261,16 +261,16 @@ TEST(IpcProtocolPieces, AutoChoosesLlForSmallCallsAndFewRanks) {
 
 // Auto where ranks share a GPU without MPS runs the blocking ring at every size; concurrent: LL up
 // to ll_max_bytes (the measured crossover), Simple above. Explicit choices are kept.
-TEST(IpcProtocolPieces, AutoRunsBlockingWhenTimeSliced) {
+TEST(IpcProtocolPieces, AutoRunsEventsWhenTimeSliced) {
   Geometry g;
   g.world = 2;
   g.ll_max_bytes = 65536;
-  EXPECT_EQ(ring_protocol(Protocol::Auto, true), Protocol::Blocking);
+  EXPECT_EQ(ring_protocol(Protocol::Auto, true), Protocol::Events);
   EXPECT_EQ(ring_protocol(Protocol::Auto, false), Protocol::Auto);
-  for (Protocol p : {Protocol::Blocking, Protocol::Ll, Protocol::Simple})
+  for (Protocol p : {Protocol::Blocking, Protocol::Ll, Protocol::Simple, Protocol::Events})
     for (bool sliced : {false, true}) EXPECT_EQ(ring_protocol(p, sliced), p);
   for (int64_t bytes : {int64_t(8), int64_t(65536), int64_t(65540), int64_t(256) << 20})
-    EXPECT_EQ(protocol_ran(Protocol::Auto, true, bytes, g), Protocol::Blocking) << bytes;
+    EXPECT_EQ(protocol_ran(Protocol::Auto, true, bytes, g), Protocol::Events) << bytes;
   EXPECT_EQ(protocol_ran(Protocol::Auto, false, 8, g), Protocol::Ll);
   EXPECT_EQ(protocol_ran(Protocol::Auto, false, 65536, g), Protocol::Ll);
   EXPECT_EQ(protocol_ran(Protocol::Auto, false, 131072, g), Protocol::Simple);

@@ -3,6 +3,7 @@
 // itself is comm/backends/cuda_ipc/ipc_ring.cu.
 #include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
 
+#include "comm/backends/cuda_ipc/chain/event_chain.h"
 #include "comm/backends/cuda_ipc/proto_ring.h"
 #include "core/cuda_backend.h"
 #include "core/error.h"
@@ -19,13 +20,15 @@ const char* ipc_protocol_name(IpcProtocol p) {
       return "ll";
     case IpcProtocol::Simple:
       return "simple";
+    case IpcProtocol::Events:
+      return "events";
   }
   return "?";
 }
 
 bool parse_ipc_protocol(const std::string& s, IpcProtocol* out) {
-  for (IpcProtocol p :
-       {IpcProtocol::Blocking, IpcProtocol::Auto, IpcProtocol::Ll, IpcProtocol::Simple}) {
+  for (IpcProtocol p : {IpcProtocol::Blocking, IpcProtocol::Auto, IpcProtocol::Ll,
+                        IpcProtocol::Simple, IpcProtocol::Events}) {
     if (s == ipc_protocol_name(p)) {
       *out = p;
       return true;
@@ -56,6 +59,8 @@ void CudaIpcRing::all_reduce(const Tensor& t, ReduceOp op, const cuda::Event* re
 struct CudaIpcRing::Impl {};
 struct ProtoRing::Impl {};
 ProtoRing::~ProtoRing() = default;
+struct EventChain::Impl {};
+EventChain::~EventChain() = default;
 
 CudaIpcRing::CudaIpcRing(std::shared_ptr<Store>, int rank, int world, int device, IpcRingOptions)
     : DeviceGroup(rank, world, device) {

@@ -73,9 +73,11 @@ class Event;
 namespace engine::comm {
 
 class ProtoRing;
+class EventChain;
 using IpcProtocol = ipc::proto::Protocol;
 
-// "blocking", "auto", "ll", "simple" (--cuda-ring-protocol); parse: false for another name.
+// "blocking", "auto", "ll", "simple", "events" (--cuda-ring-protocol); parse: false for another
+// name.
 const char* ipc_protocol_name(IpcProtocol p);
 bool parse_ipc_protocol(const std::string& s, IpcProtocol* out);
 
@@ -90,12 +92,17 @@ struct IpcRingOptions {
   // thread. Every rank must pass the same protocol and geometry.
   // Auto where the ranks share a GPU without MPS (mode "time-sliced") runs Blocking for every
   // size (protocol/layout.h's ring_protocol): the spinning kernels hold the GPU per time slice.
-  IpcProtocol protocol = IpcProtocol::Blocking;
-  // Simple's geometry, after NCCL's (8 slots of 512 KiB per channel, 16-32 channels on H100):
-  // 16 channels x 4 slots x 512 KiB = 32 MiB of FIFO per rank's region (LL adds W x 256 KiB). Four
-  // slots: one held while the next waits, two more so the sender runs ahead of a slow receiver.
-  // --cuda-ring-channels and --cuda-ring-slot-bytes sweep them (0: these defaults).
-  int channels = 16;              // Simple: blocks, each a ring over its part of the buffer
+  // Events: the event-chained ring for ranks that share a GPU without MPS (chain/event_chain.h):
+  // stream-ordered, no spinning kernel; what auto runs where the ranks are time-sliced.
+  // Auto is the default since an H200 ran every protocol right (docs/gpu_bench).
+  IpcProtocol protocol = IpcProtocol::Auto;
+  // Simple's geometry, after NCCL's (8 slots of 512 KiB per channel, 16-32 channels on H100) and
+  // the H200 sweep (two ranks under MPS, 256 MiB, in place: 8 x 128 KiB 87 GB/s, 8 x 512 KiB 129,
+  // 16 x 512 KiB 245, 32 x 128 KiB 307, 32 x 512 KiB 364): 32 channels x 4 slots x 512 KiB = 64 MiB
+  // of FIFO per rank's region (LL adds W x 256 KiB). Four slots: one held while the next waits, two
+  // more so the sender runs ahead of a slow receiver. --cuda-ring-channels and
+  // --cuda-ring-slot-bytes sweep them (0: these defaults).
+  int channels = 32;              // Simple: blocks, each a ring over its part of the buffer
   int slots = 4;                  // Simple: FIFO depth per channel
   size_t slot_bytes = 512 << 10;  // Simple: bytes per slot (rounded down to 16, at least 16)
   // Auto: LL up to this size, Simple above. Measured on one H200, two ranks under MPS: LL 31.7 us
@@ -130,7 +137,7 @@ class CudaIpcRing : public DeviceGroup {
   static std::string unsupported_reason(int device);
 
   // --- the stream-ordered protocols (opts.protocol != Blocking) ---
-  bool stream_ordered() const { return proto_ != nullptr; }
+  bool stream_ordered() const { return proto_ != nullptr || chain_ != nullptr; }
   // Queues the all_reduce of t on the comm stream after `ready` and returns an event recorded
   // after it; the host does not wait. A failure shows at the next call or at check().
   cuda::Event all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready);
@@ -151,7 +158,8 @@ class CudaIpcRing : public DeviceGroup {
   IpcRingOptions opts_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<ProtoRing> proto_;  // the stream-ordered protocols, when chosen
+  std::unique_ptr<ProtoRing> proto_;   // the stream-ordered protocols, when chosen
+  std::unique_ptr<EventChain> chain_;  // --cuda-ring-protocol events
   IpcProtocol ran_ = IpcProtocol::Blocking;
   std::string sliced_mode_;  // auto found "time-sliced" and runs the blocking ring
 };

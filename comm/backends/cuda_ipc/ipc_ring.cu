@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/backends/cuda_ipc/chain/event_chain.h"
 #include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
 #include "comm/backends/cuda_ipc/ipc_ring_kernel.cuh"
 #include "comm/backends/cuda_ipc/proto_ring.h"
@@ -500,18 +501,31 @@ CudaIpcRing::CudaIpcRing(std::shared_ptr<Store> store, int rank, int world, int 
   cuda::DeviceGuard guard(device_);
   if (opts_.protocol != IpcProtocol::Blocking) {
     try {
-      proto_ = std::make_unique<ProtoRing>(*store_, rank_, world_, device_, opts_);
+      if (opts_.protocol == IpcProtocol::Events)
+        chain_ = std::make_unique<EventChain>(*store_, rank_, world_, device_, opts_);
+      else
+        proto_ = std::make_unique<ProtoRing>(*store_, rank_, world_, device_, opts_);
     } catch (...) {
       broken_ = true;
       throw;
     }
+    if (chain_) return;  // ran_ stays Events
     ran_ = ipc::proto::ring_protocol(opts_.protocol, proto_->mode() == "time-sliced");
-    if (ran_ != IpcProtocol::Blocking) return;
+    if (ran_ == opts_.protocol) return;
     // Auto, time-sliced: every rank read the same headers, so every rank is here. Each frees its
-    // region once all have opened theirs, then sets up the blocking ring below.
+    // region once all have opened theirs, then sets up what ran_ says.
     sliced_mode_ = proto_->mode();
     all_ranks_reach(*store_, opts_.key + "/proto_opened/", rank_, world_, opts_.timeout);
     proto_.reset();
+    if (ran_ == IpcProtocol::Events) {
+      try {
+        chain_ = std::make_unique<EventChain>(*store_, rank_, world_, device_, opts_);
+      } catch (...) {
+        broken_ = true;
+        throw;
+      }
+      return;
+    }
   }
   int sms = 0, uva = 0, map_host = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
@@ -540,6 +554,7 @@ CudaIpcRing::CudaIpcRing(std::shared_ptr<Store> store, int rank, int world, int 
 
 CudaIpcRing::~CudaIpcRing() {
   proto_.reset();
+  chain_.reset();
   if (!impl_) return;
   if (!broken_ && world_ > 1 && impl_->seq > 0 && impl_->own) {
     try {
@@ -562,6 +577,13 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
                " is too large");
   if (count == 0 || world_ == 1) return;  // nothing to move (AVG over one rank divides by 1)
   cuda::DeviceGuard guard(device_);
+  if (chain_) {  // queued as proto_ below
+    broken_ = true;
+    chain_->enqueue(static_cast<float*>(data), static_cast<int64_t>(count), op, ready);
+    chain_->compute_waits_last();
+    broken_ = false;
+    return;
+  }
   if (proto_) {  // queued; the compute stream waits for it on the device
     broken_ = true;
     proto_->enqueue(static_cast<float*>(data), static_cast<int64_t>(count), op, ready);
@@ -617,15 +639,18 @@ void CudaIpcRing::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
 }
 
 cuda::Event CudaIpcRing::all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready) {
-  ENGINE_CHECK(proto_ != nullptr, "ipc_ring all_reduce_queued on rank ", rank_,
-               ": the blocking protocol cannot queue (choose auto, ll or simple)");
+  ENGINE_CHECK(stream_ordered(), "ipc_ring all_reduce_queued on rank ", rank_,
+               ": the blocking protocol cannot queue (choose auto, ll, simple or events)");
   ENGINE_CHECK(t.defined() && t.device() == Device::cuda(device_), "ipc_ring all_reduce on rank ",
                rank_, ": the tensor is not on cuda:", device_);
   check_call(t.raw_data(), static_cast<size_t>(t.numel()), t.dtype(), op);
   cuda::DeviceGuard guard(device_);
   if (t.numel() > 0 && world_ > 1) {
     broken_ = true;
-    proto_->enqueue(static_cast<float*>(t.raw_data()), t.numel(), op, &ready);
+    if (chain_)
+      chain_->enqueue(static_cast<float*>(t.raw_data()), t.numel(), op, &ready);
+    else
+      proto_->enqueue(static_cast<float*>(t.raw_data()), t.numel(), op, &ready);
     broken_ = false;
   }
   return cuda::Event::record(device_, cuda::Stream::Comm);
@@ -633,9 +658,11 @@ cuda::Event CudaIpcRing::all_reduce_queued(const Tensor& t, ReduceOp op, const c
 
 void CudaIpcRing::check() const {
   if (proto_) proto_->check();
+  if (chain_) chain_->check();
 }
 
 std::string CudaIpcRing::mode() const {
+  if (chain_) return chain_->mode();
   return proto_ ? proto_->mode() : sliced_mode_;
 }
 

@@ -31,7 +31,8 @@ constexpr int kStride = 16;       // uint64 words between two counters: 128 byte
 constexpr int kAlignElems = 4;    // channel parts and ring chunks start at multiples of 4 floats
 
 // The protocol of a call. Blocking is the kernel of ipc_ring_kernel.cuh with the host's wait.
-enum class Protocol : uint8_t { Blocking, Auto, Ll, Simple };
+// Events: the event-chained ring for time-sliced ranks (chain/event_chain.h), not a kernel here.
+enum class Protocol : uint8_t { Blocking, Auto, Ll, Simple, Events };
 
 struct Geometry {
   int world = 1;
@@ -220,10 +221,12 @@ ENGINE_HD Protocol choose_protocol(Protocol requested, int64_t bytes, const Geom
 
 // What a ring requesting `requested` runs at all, decided once at construction from its mode:
 // where ranks share a GPU without MPS ("time-sliced") a spinning kernel holds the GPU for its whole
-// time slice, so Auto runs the blocking kernel there (measured on one H200, two ranks: LL and
-// Simple 1.4-90x slower than blocking, docs/ring.md). An explicit Ll or Simple is kept.
+// time slice, so Auto runs the event-chained ring there (measured on one H200, two ranks: LL and
+// Simple 1.4-90x slower than the blocking kernel; events 0.43 ms per small call against the
+// blocking kernel's 2.8-4.8 ms, and 249 GB/s at 256 MiB against 42; docs/ring.md). An explicit
+// protocol is kept.
 ENGINE_HD Protocol ring_protocol(Protocol requested, bool time_sliced) {
-  return requested == Protocol::Auto && time_sliced ? Protocol::Blocking : requested;
+  return requested == Protocol::Auto && time_sliced ? Protocol::Events : requested;
 }
 
 // What a call of `bytes` bytes runs on a ring in that mode (ring_protocol, then choose_protocol).
