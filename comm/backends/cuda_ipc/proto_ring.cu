@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "comm/backends/cuda_ipc/host_probe.cuh"
 #include "comm/backends/cuda_ipc/proto_ring.h"
 #include "comm/backends/cuda_ipc/protocol/call_state.h"
 #include "comm/backends/cuda_ipc/protocol/describe.h"
@@ -29,6 +30,11 @@
 
 namespace engine::comm {
 namespace {
+
+using ipc::mps_daemon_running;
+using ipc::PooledProbe;
+using ipc::read_line;
+using ipc::str_of;
 
 namespace pr = ipc::proto;
 
@@ -52,26 +58,6 @@ struct Header {
 };
 static_assert(std::is_trivially_copyable_v<Header>);
 
-std::string read_line(const char* path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
-std::string str_of(const char* p, size_t n) {
-  return std::string(p, strnlen(p, n));
-}
-
-// An MPS daemon serves this host: its control pipe exists in CUDA_MPS_PIPE_DIRECTORY (default
-// /tmp/nvidia-mps). A cheap probe, documented in docs/ring.md; no CUDA call.
-bool mps_daemon_running() {
-  const char* env = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
-  const std::string dir = env && *env ? env : "/tmp/nvidia-mps";
-  struct stat st;
-  return stat((dir + "/control").c_str(), &st) == 0;
-}
-
 pr::Geometry geometry_of(const IpcRingOptions& o, int world, int sms) {
   pr::Geometry g;
   g.world = world;
@@ -82,25 +68,6 @@ pr::Geometry geometry_of(const IpcRingOptions& o, int world, int sms) {
   g.ll_lines = std::max<int64_t>(256, static_cast<int64_t>(o.ll_max_bytes / 4));
   return g;
 }
-
-// A queued call as the watchdog sees it: its pooled event, handed back when the probe goes.
-class PooledProbe final : public Watchdog::Probe {
- public:
-  PooledProbe(cudaEvent_t ev, std::function<void(cudaEvent_t)> give_back)
-      : ev_(ev), give_back_(std::move(give_back)) {}
-  ~PooledProbe() override { give_back_(ev_); }
-  State poll(std::string* why) override {
-    const cudaError_t q = cudaEventQuery(ev_);
-    if (q == cudaSuccess) return State::Done;
-    if (q == cudaErrorNotReady) return State::Running;
-    *why = detail::concat("failed: ", cudaGetErrorString(q));
-    return State::Failed;
-  }
-
- private:
-  cudaEvent_t ev_;
-  std::function<void(cudaEvent_t)> give_back_;
-};
 
 void log_failure(cudaError_t e, const char* what, int rank) {
   if (e == cudaSuccess) return;

@@ -20,6 +20,7 @@
 #include "comm/backends/cuda_ipc/chain/run.h"
 #include "comm/backends/cuda_ipc/chain/shared_segment.h"
 #include "comm/backends/cuda_ipc/chain/step_kernel.cuh"
+#include "comm/backends/cuda_ipc/host_probe.cuh"
 #include "comm/health/watchdog.h"
 #include "core/cuda/check.cuh"
 #include "core/cuda/stream.cuh"
@@ -29,6 +30,11 @@
 
 namespace engine::comm {
 namespace {
+
+using ipc::mps_daemon_running;
+using ipc::PooledProbe;
+using ipc::read_line;
+using ipc::str_of;
 
 namespace ch = ipc::chain;
 constexpr int K = ch::kEventSlots;
@@ -59,50 +65,12 @@ struct BufInfo {
 };
 static_assert(std::is_trivially_copyable_v<BufInfo>);
 
-std::string read_line(const char* path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
-std::string str_of(const char* p, size_t n) {
-  return std::string(p, strnlen(p, n));
-}
-
-// The probe proto_ring.cu makes: an MPS daemon's control pipe (docs/ring.md, "Modes").
-bool mps_daemon_running() {
-  const char* env = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
-  const std::string dir = env && *env ? env : "/tmp/nvidia-mps";
-  struct stat st;
-  return stat((dir + "/control").c_str(), &st) == 0;
-}
-
 void log_failure(cudaError_t e, const char* what, int rank) {
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();
   std::fprintf(stderr, "engine: ipc_ring (events) of rank %d: %s failed: %s\n", rank, what,
                cudaGetErrorString(e));
 }
-
-// A queued call as the watchdog sees it: its pooled event, handed back when the probe goes.
-class PooledProbe final : public Watchdog::Probe {
- public:
-  PooledProbe(cudaEvent_t ev, std::function<void(cudaEvent_t)> give_back)
-      : ev_(ev), give_back_(std::move(give_back)) {}
-  ~PooledProbe() override { give_back_(ev_); }
-  State poll(std::string* why) override {
-    const cudaError_t q = cudaEventQuery(ev_);
-    if (q == cudaSuccess) return State::Done;
-    if (q == cudaErrorNotReady) return State::Running;
-    *why = detail::concat("failed: ", cudaGetErrorString(q));
-    return State::Failed;
-  }
-
- private:
-  cudaEvent_t ev_;
-  std::function<void(cudaEvent_t)> give_back_;
-};
 
 template <class Op>
 void launch_op(const ch::StepArgs& a, int blocks, cudaStream_t s, Op op) {
