@@ -95,7 +95,8 @@ GradSync::~GradSync() {
   }
 }
 
-void GradSync::begin() {
+void GradSync::begin(int64_t step) {
+  (void)step;
   armed_ = true;
   for (size_t k = 0; k < buckets_.size(); ++k) {
     buckets_[k]->pending = bucket_params_[k].size();
@@ -103,6 +104,14 @@ void GradSync::begin() {
     buckets_[k]->work = Work();
     buckets_[k]->queued = cuda::Event();
   }
+}
+
+int64_t GradSync::bytes_per_step(int64_t step) const {
+  (void)step;
+  int64_t count = 0;
+  for (const auto& [name, p] : params_) count += p.numel();
+  const int64_t world = comm_.size();
+  return 2 * (world - 1) * count * 4 / world;
 }
 
 void GradSync::on_grad_ready(size_t i, const Tensor& g) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/grad_reducer.h"
 #include "core/tensor.h"
 
 namespace engine::comm {
@@ -29,9 +30,7 @@ enum class SyncMode { AllReduce, ReduceBroadcast, Bucketed };
 SyncMode sync_mode_from_name(const std::string& s);  // allreduce | reduce-broadcast | bucketed
 const char* sync_mode_name(SyncMode m);
 
-using NamedParams = std::vector<std::pair<std::string, Tensor>>;
-
-class GradSync {
+class GradSync : public GradReducer {
  public:
   // params: the model's parameters, in registration (forward) order. bucket_bytes caps a bucket.
   GradSync(Communicator& comm, NamedParams params, SyncMode mode, size_t bucket_bytes);
@@ -39,11 +38,14 @@ class GradSync {
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
-  // Call before backward: arms the hooks for this step.
-  void begin();
-  // Call after backward: afterwards each parameter's grad is the mean over ranks. A parameter
+  // Before backward: arms the hooks for this step.
+  void begin(int64_t step = 0) override;
+  // After backward: afterwards each parameter's grad is the mean over ranks. A parameter
   // without a gradient on this step counts as zeros (every rank must agree on which).
-  void finish();
+  void finish() override;
+  // The ring schedule's bytes for one step: 2 (W - 1) / W of every float32 gradient.
+  int64_t bytes_per_step(int64_t step) const override;
+  std::string name() const override { return sync_mode_name(mode_); }
 
   // Bucket layout (tests, traces): per bucket, the indices into params.
   const std::vector<std::vector<size_t>>& buckets() const { return bucket_params_; }

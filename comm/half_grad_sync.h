@@ -12,7 +12,7 @@
 
 namespace engine::comm {
 
-class HalfGradSync {
+class HalfGradSync : public GradReducer {
  public:
   // wire: DType::BF16 or DType::F16.
   HalfGradSync(Communicator& comm, NamedParams params, DType wire);
@@ -21,6 +21,10 @@ class HalfGradSync {
   void reduce();
   // Bytes this rank's ring sends per reduce: 2 (W - 1) / W of the 16-bit buffer.
   int64_t bytes_per_step() const;
+  void begin(int64_t step) override { (void)step; }
+  void finish() override { reduce(); }
+  int64_t bytes_per_step(int64_t step) const override { return bytes_per_step(); }
+  std::string name() const override { return wire_ == DType::BF16 ? "bf16" : "fp16"; }
 
  private:
   Communicator& comm_;

@@ -25,7 +25,7 @@
 
 namespace engine::comm {
 
-class PowerSgd {
+class PowerSgd : public GradReducer {
  public:
   // params: the model's (name, parameter) pairs; rank: R >= 1; start: the first compressed step.
   PowerSgd(Communicator& comm, NamedParams params, int rank, int64_t start, uint64_t seed);
@@ -37,13 +37,16 @@ class PowerSgd {
   // The compression state for a checkpoint; every rank calls it, rank 0 gets it all (empty
   // elsewhere): "<param>.powersgd_q" (cols x R, equal on every rank) and, per rank r, its error
   // feedback "<param>.powersgd_error.rank<r>" (the parameter's shape), once they exist.
-  NamedParams gather_state();
+  NamedParams gather_state() override;
   // Restores this rank's part of gather_state()'s (entries it lacks stay fresh: a checkpoint of
   // another world size restarts the error feedback); throws on a size that does not fit.
-  void load_state(const NamedParams& state);
+  void load_state(const NamedParams& state) override;
 
   // Bytes this rank's ring sends in one reduce at `step`: 2 (W - 1) / W of each all_reduce.
-  int64_t bytes_per_step(int64_t step) const;
+  int64_t bytes_per_step(int64_t step) const override;
+  void begin(int64_t step) override { step_ = step; }
+  void finish() override { reduce(step_); }
+  std::string name() const override { return "powersgd:" + std::to_string(rank_); }
   // Number of parameters compressed (matrices where R saves at least half).
   size_t compressed_count() const { return matrices_.size(); }
 
@@ -62,6 +65,7 @@ class PowerSgd {
   int rank_;
   int64_t start_;
   uint64_t seed_;
+  int64_t step_ = 0;  // begin()'s, for finish()
   std::vector<Matrix> matrices_;
   std::vector<size_t> vectors_;  // indices of parameters that travel uncompressed
 };
