@@ -7,9 +7,9 @@
 //     calls and Simple above (proto_ring.cu; docs/ring.md "The protocols");
 //   time-sliced (ranks share a GPU without MPS): the event chain (chain/event_chain.cu), since a
 //     kernel that spins on another context's writes holds the GPU for its whole time slice.
-// Every call is queued on the comm stream and watched by a host thread; a failure throws
-// engine::TimeoutError or engine::Error naming the rank at fault, and breaks the ring. The figures
-// behind these choices: docs/gpu_bench/.
+// Every call is queued on the comm stream and watched by a host thread; a failure shows at the
+// next call or at check() as engine::TimeoutError or engine::Error naming the rank at fault, and
+// breaks the ring. The figures behind these choices: docs/gpu_bench/.
 //
 // One process per rank (IPC cannot open a handle of its own process). One call at a time per
 // object. A build without CUDA has the class too; its constructor throws engine::Error.

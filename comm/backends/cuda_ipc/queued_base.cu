@@ -52,7 +52,11 @@ void log_failure(cudaError_t e, const char* what, const char* tag, int rank) {
 QueuedBase::QueuedBase(int rank, int world, int device, Millis timeout, const char* tag)
     : rank(rank), world(world), device(device), timeout(timeout), tag(tag) {}
 
-QueuedBase::~QueuedBase() = default;
+// The derived ring has stopped the watchdog unless its destructor failed first; then its probes
+// still hand their events back into the pool, which lives until this body ends.
+QueuedBase::~QueuedBase() {
+  watchdog.reset();
+}
 
 void QueuedBase::compute_waits_last() {
   if (last) CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(device), last, 0));
