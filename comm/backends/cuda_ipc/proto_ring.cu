@@ -92,8 +92,8 @@ class ProtoRing final : public ipc::QueuedBase {
   void connect(Store& store);
   void check_peer(const Header& me, const Header& p, int q) const;
   void watch();
-  void drain();
-  void release();
+  void drain() override;
+  void release() override;
 
   IpcRingOptions opts;
   pr::Geometry g;
@@ -105,7 +105,6 @@ class ProtoRing final : public ipc::QueuedBase {
   pr::ErrorRecord* err_dev = nullptr;
   pr::CallState state;
   pr::CallLabel labels[kLabels];
-  bool kernel_stuck = false;
 };
 
 Header ProtoRing::header() const {
@@ -213,7 +212,7 @@ void ProtoRing::drain() {
       abort_at = Clock::now();
     }
     if (aborted && Clock::now() - abort_at > kStopWait) {
-      kernel_stuck = true;
+      stuck = true;
       return;
     }
     std::this_thread::sleep_for(Millis(1));
@@ -262,22 +261,7 @@ ProtoRing::ProtoRing(Store& store, int rank, int world, int device, const IpcRin
 }
 
 ProtoRing::~ProtoRing() {
-  try {
-    cuda::DeviceGuard guard(device);
-    drain();
-    stop_watchdog();  // its probes hand their events back
-    if (kernel_stuck) {
-      std::fprintf(stderr,
-                   "engine: ipc_ring of rank %d: a kernel did not stop after its abort; "
-                   "its memory is left allocated\n",
-                   rank);
-      return;
-    }
-    release();
-    destroy_events();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "engine: ipc_ring of rank %d: %s\n", rank, e.what());
-  }
+  close();
 }
 
 void ProtoRing::enqueue(float* data, int64_t count, ReduceOp op, const cuda::Event* ready) {

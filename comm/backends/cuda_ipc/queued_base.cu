@@ -58,6 +58,25 @@ QueuedBase::~QueuedBase() {
   watchdog.reset();
 }
 
+void QueuedBase::close() {
+  try {
+    cuda::DeviceGuard guard(device);
+    drain();
+    stop_watchdog();  // its probes hand their events back
+    if (stuck) {
+      std::fprintf(stderr,
+                   "engine: %s of rank %d: queued work did not end; its memory is left "
+                   "allocated\n",
+                   tag, rank);
+      return;
+    }
+    release();
+    destroy_events();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine: %s of rank %d: %s\n", tag, rank, e.what());
+  }
+}
+
 void QueuedBase::compute_waits_last() {
   if (last) CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(device), last, 0));
 }

@@ -56,6 +56,13 @@ class QueuedBase : public QueuedRing {
   ~QueuedBase() override;
   // A failure the device recorded, described ("" if none): check() throws it first.
   virtual std::string recorded_error() const { return ""; }
+  // Waits (bounded) for the queued work to end; sets `stuck` when it does not.
+  virtual void drain() = 0;
+  // Frees what the ring holds on the device and host (no queued work runs any more).
+  virtual void release() = 0;
+  // What a derived destructor calls: drain, stop the watchdog, then release unless stuck; logs
+  // failures, never throws.
+  void close();
   // Throws unless `data` is memory of this rank's GPU (asked of the driver once per buffer).
   void check_buffer(const void* data);
   cudaEvent_t take_event();
@@ -74,6 +81,7 @@ class QueuedBase : public QueuedRing {
   Millis timeout;
   const char* tag;
   cudaEvent_t last = nullptr;  // the last queued call's (owned by its probe until it ends)
+  bool stuck = false;          // queued work did not end: leak rather than free under it
   std::unique_ptr<Watchdog> watchdog;
 
  private:

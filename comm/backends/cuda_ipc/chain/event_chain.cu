@@ -106,7 +106,6 @@ class EventChain final : public ipc::QueuedBase {
   int64_t cap = 0;
   uint64_t generation = 0;
   ch::ChainState st;
-  bool stuck = false;  // the GPU work did not end: leak rather than free under it
 
   // run.h's device operations on this rank's comm stream.
   struct Ops {
@@ -152,8 +151,8 @@ class EventChain final : public ipc::QueuedBase {
   void grow(int64_t count);
   BufInfo neighbour_buf(const std::string& prefix, int q, const char* role) const;
   void watch();
-  void drain();
-  void release();
+  void drain() override;
+  void release() override;
 };
 
 Header EventChain::header() const {
@@ -343,21 +342,7 @@ EventChain::EventChain(Store& store, int rank, int world, int device, const IpcR
 }
 
 EventChain::~EventChain() {
-  try {
-    cuda::DeviceGuard guard(device);
-    drain();
-    stop_watchdog();  // its probes hand their events back
-    if (stuck) {
-      std::fprintf(stderr,
-                   "engine: ipc_ring (events) of rank %d: queued steps did not end; their memory "
-                   "is left allocated\n",
-                   rank);
-      return;
-    }
-    release();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "engine: ipc_ring (events) of rank %d: %s\n", rank, e.what());
-  }
+  close();
 }
 
 void EventChain::enqueue(float* data, int64_t count, ReduceOp op, const cuda::Event* ready) {
