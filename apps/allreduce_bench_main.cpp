@@ -47,11 +47,10 @@ struct CudaSetup {
 };
 
 // The IPC ring's geometry for the header line (the requested values; the ring clamps channels to
-// half the SMs): the blocking kernel's blocks, or Simple's channels and FIFO.
+// half the SMs): Simple's channels and FIFO (the event chain has none).
 std::string ipc_geometry(const engine::comm::IpcRingOptions& o, engine::comm::IpcProtocol ran) {
-  if (ran == engine::comm::IpcProtocol::Blocking)
-    return std::string(o.protocol == ran ? "" : "runs blocking, ") + std::to_string(o.blocks) +
-           " blocks";
+  if (ran == engine::comm::IpcProtocol::Events)
+    return std::string(o.protocol == ran ? "" : "runs events, ") + "no FIFO";
   return std::to_string(o.channels) + " channels, " + std::to_string(o.slots) + " slots of " +
          std::to_string(o.slot_bytes) + " bytes";
 }
@@ -90,14 +89,12 @@ CudaSetup setup_cuda(const Config& cfg, engine::comm::Communicator& comm,
     engine::comm::IpcRingOptions o;
     o.timeout = timeout;
     o.key = "allreduce_bench/ipc";
-    if (cfg.segment_bytes > 0) o.segment_bytes = static_cast<size_t>(cfg.segment_bytes);
     (void)engine::comm::parse_ipc_protocol(cfg.cuda_ring_protocol, &o.protocol);  // a --flag choice
-    if (cfg.cuda_ring_channels > 0)
-      o.blocks = o.channels = static_cast<int>(cfg.cuda_ring_channels);
+    if (cfg.cuda_ring_channels > 0) o.channels = static_cast<int>(cfg.cuda_ring_channels);
     if (cfg.cuda_ring_slot_bytes > 0) o.slot_bytes = static_cast<size_t>(cfg.cuda_ring_slot_bytes);
     auto ring =
         std::make_unique<engine::comm::CudaIpcRing>(store, comm.rank(), comm.size(), device, o);
-    s.mode = ring->mode();  // auto in a time-sliced ring: "time-sliced", and it runs blocking
+    s.mode = ring->mode();  // auto in a time-sliced ring: "time-sliced", and it runs events
     const std::string geometry = ipc_geometry(o, ring->protocol());
     comm.attach_ipc_ring(std::move(ring));
     s.backend_text =

@@ -11,8 +11,8 @@
 #     --compile fp32 (and bf16 while the budget lasts), same batch, 2 epochs (1 warm-up + 1 timed);
 #   - bench_kernels --device cuda (each --cuda-kernels choice where the build has the flag);
 #   - allreduce_bench --device cuda --world-size 2, 8 B to 256 MiB: the IPC ring with each
-#     --cuda-ring-protocol (blocking, ll, simple, auto, events) without and then with an MPS daemon (when
-#     one starts), the staged ring (--staged-pipeline 1 and 3), NCCL where there are two GPUs.
+#     --cuda-ring-protocol (auto first, then ll, simple, events) without and then with an MPS daemon
+#     (when one starts), the staged ring, NCCL where there are two GPUs.
 # A flag this build lacks, a missing tool or a step past the budget gives a "skip: <reason>" row.
 # scripts/gpu_bench_report.py turns the raw outputs into docs/gpu_bench/<gpu>-<commit>.md (tables,
 # targets, every command, exit code and time) and .json (one object per row).
@@ -236,41 +236,21 @@ bench() {
     --world-size 2 --device cuda $SIZES --json "$RAW/$file" "$@"
 }
 
-# ipc_rows MODE [PROTOCOLS]: the IPC ring, each protocol (default: all five).
+# ipc_rows MODE [PROTOCOLS]: the IPC ring, each protocol (default: all four, auto first).
 ipc_rows() {
   local mode=$1 proto
-  for proto in ${2:-blocking ll simple auto events}; do
+  for proto in ${2:-auto ll simple events}; do
     local mps=false
     [ "$mode" = mps ] && mps=true
     local p="\"backend\": \"ipc\", \"protocol\": \"$proto\", \"mps\": $mps"
-    if has cuda-ring-protocol allreduce_bench; then
-      bench "allreduce_bench ipc $proto ($mode)" "$p" "ar-ipc-$proto-$mode.json" \
-        --backend ring --ring-transport ipc --cuda-ring-protocol "$proto"
-    elif [ "$proto" = blocking ]; then
-      bench "allreduce_bench ipc $proto ($mode)" "$p" "ar-ipc-$proto-$mode.json" \
-        --backend ring --ring-transport ipc
-    else
-      skip collective "allreduce_bench ipc $proto ($mode)" \
-        "allreduce_bench lacks --cuda-ring-protocol (this build)" "$p"
-    fi
+    bench "allreduce_bench ipc $proto ($mode)" "$p" "ar-ipc-$proto-$mode.json" \
+      --backend ring --ring-transport ipc --cuda-ring-protocol "$proto"
   done
 }
 
 staged_rows() {
-  local n
-  for n in 1 3; do
-    local p="\"backend\": \"staged\", \"protocol\": \"pipeline $n\", \"mps\": false"
-    if has staged-pipeline allreduce_bench; then
-      bench "allreduce_bench staged, pipeline $n" "$p" "ar-staged-$n.json" \
-        --backend ring --ring-transport staged --staged-pipeline $n
-    elif [ $n = 1 ]; then
-      bench "allreduce_bench staged, pipeline $n" "$p" "ar-staged-$n.json" \
-        --backend ring --ring-transport staged
-    else
-      skip collective "allreduce_bench staged, pipeline $n" \
-        "allreduce_bench lacks --staged-pipeline (this build)" "$p"
-    fi
-  done
+  bench "allreduce_bench staged" '"backend": "staged", "protocol": "staged", "mps": false' \
+    "ar-staged.json" --backend ring --ring-transport staged
   if [ "$NGPU" -ge 2 ]; then
     bench "allreduce_bench nccl" '"backend": "nccl", "protocol": "nccl", "mps": false' \
       "ar-nccl.json" --backend nccl
@@ -307,7 +287,7 @@ mps_stop() {
 # Without MPS the spinning kernels (ll, simple) hold the GPU for whole time slices (each of their
 # runs took 30-60 s on an H200): they come last, after the MPS rows and the staged ring.
 collective_rows() {
-  ipc_rows nomps "blocking auto events"
+  ipc_rows nomps "auto events"
   MPS_NOTE="not tried: the budget ran out first"
   if [ "$(left)" -ge 40 ] && mps_start; then
     ipc_rows mps

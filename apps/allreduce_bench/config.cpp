@@ -9,7 +9,6 @@
 #include "apps/flags.h"
 #include "comm/backends/cuda_ipc/protocol/layout.h"
 #include "comm/backends/mpi/mpi_world.h"
-#include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
 
 namespace engine::allreduce_bench {
@@ -92,12 +91,6 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                      "--backend mpi); --world-size forks ranks that are not MPI processes");
   ENGINE_USAGE_CHECK(!f.given("ring-transport") || (c.cuda() && c.backend == "ring"),
                      "--ring-transport applies to --device cuda --backend ring only");
-  ENGINE_USAGE_CHECK(c.staged_pipeline >= 1 && c.staged_pipeline <= comm::staged::kMaxSlots,
-                     "--staged-pipeline must be 1..", comm::staged::kMaxSlots);
-  ENGINE_USAGE_CHECK(!f.given("staged-pipeline") ||
-                         (c.cuda() && c.backend == "ring" && c.ring_transport == "staged"),
-                     "--staged-pipeline applies to --device cuda --backend ring --ring-transport "
-                     "staged only");
   ENGINE_USAGE_CHECK(!f.given("cuda-ring-protocol") || (c.cuda() && c.ring_transport == "ipc"),
                      "--cuda-ring-protocol applies to --device cuda --ring-transport ipc only");
   ENGINE_USAGE_CHECK(coll != "all_to_all" || (!c.cuda() && c.backend == "ring"),
@@ -106,18 +99,16 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
 }
 
 constexpr const char* kIpcProtocolHelp =
-    "--ring-transport ipc: blocking (the kernel and the host's wait, the default), or queued on "
-    "the stream: auto (ll for small sizes, simple above; blocking where ranks share a GPU without "
-    "MPS), ll, simple, or events (steps chained by CUDA IPC events, no spinning kernel: for ranks "
-    "sharing a GPU without MPS)";
+    "--ring-transport ipc, queued on the stream: auto (the default: ll for small sizes, simple "
+    "above; events where ranks share a GPU without MPS), ll, simple, or events (steps chained by "
+    "CUDA IPC events, no spinning kernel: for ranks sharing a GPU without MPS)";
 
 // The CUDA IPC ring's flags (--ring-transport ipc).
 void add_ipc_flags(apps::Flags& f, Config* cfg, std::string* slot_bytes) {
-  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol,
-               {"blocking", "auto", "ll", "simple", "events"}, kIpcProtocolHelp);
+  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol, {"auto", "ll", "simple", "events"},
+               kIpcProtocolHelp);
   f.add("cuda-ring-channels", &cfg->cuda_ring_channels,
-        "--ring-transport ipc: thread blocks of the ring's kernels (the blocking kernel's "
-        "blocks, simple's channels), 1..32; 0: the defaults (8 blocks, 32 channels)");
+        "--ring-transport ipc: simple's channels (thread blocks), 1..32; 0: the default (32)");
   f.add("cuda-ring-slot-bytes", slot_bytes,
         "--ring-transport ipc: simple's FIFO slot size (K, M suffixes; a multiple of 16 up to "
         "64M); 0: the default (512K)");
@@ -183,9 +174,6 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   f.add_choice("ring-transport", &cfg->ring_transport, {"staged", "ipc"},
                "--device cuda --backend ring: staged through pinned host memory, or all_reduce "
                "on the CUDA IPC ring (GPUs of one host)");
-  f.add("staged-pipeline", &cfg->staged_pipeline,
-        "--ring-transport staged: all_reduce cut into segments through N (1..4) pinned slots, "
-        "download, host ring and upload overlapping; 1: unpipelined");
   std::string slot_bytes = "0";
   add_ipc_flags(f, cfg, &slot_bytes);
   if (!f.parse(argc, argv)) return false;
@@ -193,7 +181,6 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   check_backend_flags(f, *cfg, world, coll);
   check_ipc_flags(f, cfg, slot_bytes);
   cfg->two_level = comm::two_level_from_name(two_level);
-  comm::staged::set_pipeline_slots(static_cast<int>(cfg->staged_pipeline));  // forked ranks too
 
   ENGINE_USAGE_CHECK(world >= 0 && world <= 64, "--world-size must be 0..64");
   cfg->world_size = static_cast<int>(world);

@@ -38,13 +38,11 @@ struct Config {
   // "ipc" (all_reduce on the CUDA IPC ring, comm/backends/cuda_ipc/cuda_ipc_ring.h, attached to the
   // Communicator).
   std::string ring_transport = "staged";
-  // --staged-pipeline N: the staged path's all_reduce through N pinned slots (1: unpipelined).
-  int64_t staged_pipeline = 1;
-  // --ring-transport ipc: the CUDA IPC ring's protocol (docs/ring.md): "blocking" (the default:
-  // the kernel with the host's wait), or the stream-ordered "auto", "ll", "simple", "events".
+  // --ring-transport ipc: the CUDA IPC ring's protocol (docs/ring.md): "auto" (the default),
+  // "ll", "simple", "events".
   std::string cuda_ring_protocol = "auto";
-  // --cuda-ring-channels: the IPC ring's thread blocks (the blocking kernel's blocks, Simple's
-  // channels); --cuda-ring-slot-bytes: Simple's slot size. 0: comm::IpcRingOptions' defaults.
+  // --cuda-ring-channels: Simple's channels; --cuda-ring-slot-bytes: Simple's slot size. 0:
+  // comm::IpcRingOptions' defaults.
   int64_t cuda_ring_channels = 0;
   int64_t cuda_ring_slot_bytes = 0;
   // --two-level: host buffers' all_reduce in two levels across hosts (comm::TwoLevel).

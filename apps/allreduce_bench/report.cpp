@@ -106,10 +106,10 @@ void print_side_by_side(FILE* out, const std::vector<Row>& rows) {
 
 // What the IPC ring ran for a float32 all_reduce of `bytes` over `world` ranks under the default
 // geometry (comm/backends/cuda_ipc/cuda_ipc_ring.h's IpcRingOptions) in `mode` (auto in a
-// "time-sliced" ring runs blocking).
+// "time-sliced" ring runs events).
 static std::string ipc_protocol_ran(const std::string& flag, int64_t bytes, int world,
                                     const std::string& mode) {
-  comm::IpcProtocol p = comm::IpcProtocol::Blocking;
+  comm::IpcProtocol p = comm::IpcProtocol::Auto;
   if (!comm::parse_ipc_protocol(flag, &p)) return flag;
   comm::ipc::proto::Geometry g;
   g.world = world;
@@ -129,13 +129,10 @@ std::string json_row(const Row& r, const Config& cfg, const std::string& mode) {
       r.collective == CollOp::AllReduce) {
     j["protocol"] = cfg.cuda_ring_protocol;  // auto: what ran at this size in protocol_ran
     j["protocol_ran"] = ipc_protocol_ran(cfg.cuda_ring_protocol, r.bytes, r.world, mode);
-    // The geometry (--cuda-ring-channels, --cuda-ring-slot-bytes, else the defaults): blocks of
-    // the blocking kernel, channels of Simple (LL runs a fixed grid).
+    // The geometry (--cuda-ring-channels, --cuda-ring-slot-bytes, else the defaults): channels
+    // of Simple (LL runs a fixed grid, events one sized to the step).
     const comm::IpcRingOptions d;
-    const bool blocking = j["protocol_ran"] == "blocking";
-    j["channels"] = cfg.cuda_ring_channels > 0 ? cfg.cuda_ring_channels
-                    : blocking                 ? int64_t(d.blocks)
-                                               : int64_t(d.channels);
+    j["channels"] = cfg.cuda_ring_channels > 0 ? cfg.cuda_ring_channels : int64_t(d.channels);
     j["slot_bytes"] =
         cfg.cuda_ring_slot_bytes > 0 ? cfg.cuda_ring_slot_bytes : int64_t(d.slot_bytes);
     if (!mode.empty()) j["mode"] = mode;

@@ -9,7 +9,6 @@
 #include "comm/backends/mpi/mpi_backend.h"
 #include "comm/backends/mpi/mpi_world.h"
 #include "comm/backends/nccl/nccl_group.h"
-#include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
 
 namespace engine::apps {
@@ -37,7 +36,6 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
   ENGINE_CHECK(mins[0] == -mins[1], "rank ", comm.rank(), " trains on ", dev.str(),
                " but other ranks train on ", dev.is_cuda() ? "the cpu" : "a GPU",
                ": every rank needs a GPU (or pass --device cpu)");
-  comm::staged::set_pipeline_slots(static_cast<int>(c.staged_pipeline));  // --staged-pipeline
   if (c.backend == "mpi") return attach_mpi(comm, dev, c.timeout_s);
   if (dev.is_cpu()) {
     ENGINE_CHECK(c.backend != "nccl",
@@ -69,11 +67,13 @@ std::string attach_cuda_collectives(const TrainConfig& c, comm::Communicator& co
   comm::IpcRingOptions o;
   o.timeout = timeout;
   o.key = "train/ipc_ring";
-  (void)comm::parse_ipc_protocol(c.cuda_ring_protocol, &o.protocol);  // a --flag choice
-  if (c.cuda_ring_channels > 0) o.blocks = o.channels = static_cast<int>(c.cuda_ring_channels);
+  ENGINE_CHECK(comm::parse_ipc_protocol(c.cuda_ring_protocol, &o.protocol), "--cuda-ring-protocol ",
+               c.cuda_ring_protocol,
+               ": not a protocol of the CUDA IPC ring (auto, ll, simple, events)");
+  if (c.cuda_ring_channels > 0) o.channels = static_cast<int>(c.cuda_ring_channels);
   auto ring =
       std::make_unique<comm::CudaIpcRing>(comm.store(), comm.rank(), comm.size(), dev.index, o);
-  // Auto in a time-sliced ring runs the blocking kernel: "ipc (protocol auto: blocking, ...)".
+  // Auto in a time-sliced ring runs the event chain: "ipc (protocol auto: events, ...)".
   const std::string ran =
       ring->protocol() == o.protocol
           ? c.cuda_ring_protocol

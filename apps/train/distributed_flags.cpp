@@ -2,7 +2,6 @@
 // (gradient accumulation, ZeRO-1, SyncBatchNorm, gradient compression, the CUDA IPC ring's
 // protocol), and their checks.
 #include "apps/train/config.h"
-#include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
 
 namespace engine::apps {
@@ -72,9 +71,8 @@ std::string options_line(const TrainConfig& c) {
 }
 
 void validate_distributed(const TrainConfig& c) {
-  ENGINE_CHECK(c.staged_pipeline >= 1 && c.staged_pipeline <= comm::staged::kMaxSlots,
-               "--staged-pipeline must be 1..", comm::staged::kMaxSlots, ", got ",
-               c.staged_pipeline);
+  ENGINE_CHECK(c.staged_pipeline >= 1 && c.staged_pipeline <= 4,
+               "--staged-pipeline must be 1..4, got ", c.staged_pipeline);
   ENGINE_CHECK(
       c.staged_pipeline == 1 || (c.backend == "ring" && c.device != "cpu"),
       "--staged-pipeline pipelines how --backend ring stages GPU tensors; ",

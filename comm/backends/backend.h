@@ -6,11 +6,11 @@
 //   host    CPU tensors: the ring, chain and direct algorithms over the host transports
 //           (host_backend.cpp)
 //   staged  CUDA tensors through a pinned host buffer around the host algorithms (the default for
-//           CUDA; staged_backend.cpp)
+//           CUDA; staged/staged_backend.cpp)
 //   ipc     float32 all_reduce on the CUDA IPC ring, the rest staged (cuda_ipc/ipc_backend.cpp)
 //   nccl    NCCL for what it has, gather and scatter staged (nccl/nccl_backend.cpp)
 //   mpi     every collective on MPI, CPU and CUDA tensors (staged) and raw host buffers
-//           (--backend mpi; comm/backends/mpi/mpi_backend.h)
+//           (comm/backends/mpi/mpi_backend.h)
 //
 // A new backend is one file (a class deriving from Backend, or from FallbackBackend to override
 // only what it does itself, and its make_*_backend) and one registration: its make_* declared below
@@ -103,8 +103,8 @@ class NcclGroup;
 
 // The host algorithms on CPU tensors (host_backend.cpp).
 std::unique_ptr<Backend> make_host_backend();
-// CUDA tensors staged through a pinned host buffer (staged_backend.cpp); CPU tensors of a call go
-// straight to the host algorithms.
+// CUDA tensors staged through a pinned host buffer (staged/staged_backend.cpp); CPU tensors of a
+// call go straight to the host algorithms.
 std::unique_ptr<Backend> make_staged_backend();
 // Float32 all_reduce on the CUDA IPC ring after agreeing on the call over the host transports;
 // the rest staged (cuda_ipc/ipc_backend.cpp). The ring must span `world` ranks, this one `rank`.

@@ -156,6 +156,13 @@ TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   r = run_bench("--world-size 2 --device cuda --cuda-ring-protocol lowlat", "bad_protocol");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--cuda-ring-protocol"), std::string::npos) << r.out;
+  // Retired: the blocking IPC kernel and the staged pipeline.
+  r = run_bench("--world-size 2 --device cuda --cuda-ring-protocol blocking", "retired_blocking");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("blocking"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --device cuda --staged-pipeline 3", "retired_pipeline");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("staged-pipeline"), std::string::npos) << r.out;
   r = run_bench("--world-size 2 --cuda-ring-channels 16", "channels_on_cpu");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--cuda-ring-channels applies to --device cuda --ring-transport ipc"),

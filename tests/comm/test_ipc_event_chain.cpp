@@ -1,5 +1,5 @@
-// tests/comm/test_ipc_event_chain.cpp: the event-chained CUDA IPC ring (--cuda-ring-protocol
-// events: comm/backends/cuda_ipc/chain/) on the CPU. Threads are the ranks; each rank's "stream"
+// tests/comm/test_ipc_event_chain.cpp: the event-chained CUDA IPC ring (protocol events:
+// comm/backends/cuda_ipc/chain/) on the CPU. Threads are the ranks; each rank's "stream"
 // is a thread that runs its queue in order: a wait blocks until the peer's event slot has
 // completed the record it captured when enqueued (CUDA's semantics), a step runs plan.h's
 // step_value over the rank's buffers, a record completes the slot. The host side is run.h's

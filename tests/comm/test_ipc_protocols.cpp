@@ -259,7 +259,7 @@ TEST(IpcProtocolPieces, AutoChoosesLlForSmallCallsAndFewRanks) {
   EXPECT_LT(l.fifo, l.bytes);
 }
 
-// Auto where ranks share a GPU without MPS runs the blocking ring at every size; concurrent: LL up
+// Auto where ranks share a GPU without MPS runs the event chain at every size; concurrent: LL up
 // to ll_max_bytes (the measured crossover), Simple above. Explicit choices are kept.
 TEST(IpcProtocolPieces, AutoRunsEventsWhenTimeSliced) {
   Geometry g;
@@ -267,7 +267,7 @@ TEST(IpcProtocolPieces, AutoRunsEventsWhenTimeSliced) {
   g.ll_max_bytes = 65536;
   EXPECT_EQ(ring_protocol(Protocol::Auto, true), Protocol::Events);
   EXPECT_EQ(ring_protocol(Protocol::Auto, false), Protocol::Auto);
-  for (Protocol p : {Protocol::Blocking, Protocol::Ll, Protocol::Simple, Protocol::Events})
+  for (Protocol p : {Protocol::Ll, Protocol::Simple, Protocol::Events})
     for (bool sliced : {false, true}) EXPECT_EQ(ring_protocol(p, sliced), p);
   for (int64_t bytes : {int64_t(8), int64_t(65536), int64_t(65540), int64_t(256) << 20})
     EXPECT_EQ(protocol_ran(Protocol::Auto, true, bytes, g), Protocol::Events) << bytes;
@@ -275,7 +275,7 @@ TEST(IpcProtocolPieces, AutoRunsEventsWhenTimeSliced) {
   EXPECT_EQ(protocol_ran(Protocol::Auto, false, 65536, g), Protocol::Ll);
   EXPECT_EQ(protocol_ran(Protocol::Auto, false, 131072, g), Protocol::Simple);
   EXPECT_EQ(protocol_ran(Protocol::Simple, true, 8, g), Protocol::Simple);
-  EXPECT_EQ(protocol_ran(Protocol::Blocking, false, 8, g), Protocol::Blocking);
+  EXPECT_EQ(protocol_ran(Protocol::Events, false, 8, g), Protocol::Events);
 }
 
 // A team of n lanes run one lane after another: move_slot's lanes touch disjoint elements.

@@ -1,10 +1,9 @@
 // comm/backends/cuda_ipc/cuda_ipc_ring.cpp: the parts of CudaIpcRing that need no CUDA (argument
-// checks, the Tensor overload) and, in a build without CUDA, a constructor that says so. The ring
-// itself is comm/backends/cuda_ipc/ipc_ring.cu.
+// checks, the Tensor overload) and, in a build without CUDA, a constructor that says so. With CUDA
+// the rest is cuda_ipc_ring.cu.
 #include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
 
-#include "comm/backends/cuda_ipc/chain/event_chain.h"
-#include "comm/backends/cuda_ipc/proto_ring.h"
+#include "comm/backends/cuda_ipc/queued_ring.h"
 #include "core/cuda_backend.h"
 #include "core/error.h"
 
@@ -12,8 +11,6 @@ namespace engine::comm {
 
 const char* ipc_protocol_name(IpcProtocol p) {
   switch (p) {
-    case IpcProtocol::Blocking:
-      return "blocking";
     case IpcProtocol::Auto:
       return "auto";
     case IpcProtocol::Ll:
@@ -27,8 +24,8 @@ const char* ipc_protocol_name(IpcProtocol p) {
 }
 
 bool parse_ipc_protocol(const std::string& s, IpcProtocol* out) {
-  for (IpcProtocol p : {IpcProtocol::Blocking, IpcProtocol::Auto, IpcProtocol::Ll,
-                        IpcProtocol::Simple, IpcProtocol::Events}) {
+  for (IpcProtocol p :
+       {IpcProtocol::Auto, IpcProtocol::Ll, IpcProtocol::Simple, IpcProtocol::Events}) {
     if (s == ipc_protocol_name(p)) {
       *out = p;
       return true;
@@ -56,12 +53,6 @@ void CudaIpcRing::all_reduce(const Tensor& t, ReduceOp op, const cuda::Event* re
 
 #ifndef ENGINE_WITH_CUDA  // no CUDA: the class exists so callers need no #ifdef; making one throws.
 
-struct CudaIpcRing::Impl {};
-struct ProtoRing::Impl {};
-ProtoRing::~ProtoRing() = default;
-struct EventChain::Impl {};
-EventChain::~EventChain() = default;
-
 CudaIpcRing::CudaIpcRing(std::shared_ptr<Store>, int rank, int world, int device, IpcRingOptions)
     : DeviceGroup(rank, world, device) {
   ENGINE_FAIL("ipc_ring init on rank ", rank,
@@ -79,10 +70,6 @@ cuda::Event CudaIpcRing::all_reduce_queued(const Tensor&, ReduceOp, const cuda::
 }
 
 void CudaIpcRing::check() const {}
-
-std::string CudaIpcRing::mode() const {
-  return "";
-}
 
 std::string CudaIpcRing::unsupported_reason(int) {
   return "CUDA is not built in (configure with -DENGINE_CUDA=ON on a machine with nvcc)";

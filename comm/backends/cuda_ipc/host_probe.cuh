@@ -1,5 +1,5 @@
-// comm/backends/cuda_ipc/host_probe.cuh: host-side pieces the stream-ordered IPC rings share
-// (proto_ring.cu, chain/event_chain.cu): the MPS probe behind their mode, the header fields they
+// comm/backends/cuda_ipc/host_probe.cuh: host-side pieces the IPC rings share (queued_base.cu,
+// proto_ring.cu, chain/event_chain.cu): the MPS probe behind their mode, the header fields they
 // read, and the watchdog's view of a queued call. CUDA translation units only.
 #pragma once
 #include <cuda_runtime.h>

@@ -1,7 +1,6 @@
 // comm/backends/cuda_ipc/ipc_backend.cpp: the CUDA IPC ring backend - float32 all_reduce of CUDA
-// tensors on our own reduce-copy kernel between the GPUs of one host
-// (comm/backends/cuda_ipc/cuda_ipc_ring.h); every other collective, and other dtypes, staged
-// through host memory.
+// tensors on our own kernels between the GPUs of one host (comm/backends/cuda_ipc/cuda_ipc_ring.h);
+// every other collective, and other dtypes, staged through host memory.
 #include "comm/backends/backend.h"
 #include "comm/backends/cuda_ipc/cuda_ipc_ring.h"
 
@@ -17,14 +16,12 @@ class IpcBackend final : public FallbackBackend {
 
   void all_reduce(const CollContext& c, const Tensor& t, const cuda::Event* ready) override {
     if (t.dtype() != DType::F32) return fallback_->all_reduce(c, t, ready);
-    // The blocking kernel cannot see a peer that calls something else: the ranks first agree on
-    // the call over the host transports (a few microseconds over shared memory). The
-    // stream-ordered protocols check the call words on the device instead.
-    if (c.world() > 1 && !ring_->stream_ordered()) agree(c);
+    // No agreement over the host transports first: the ring checks that every rank makes the
+    // same call itself (the protocols' call words, the event chain's shared counters).
     ring_->all_reduce(t, c.fp.redop, ready);
   }
 
-  // The stream-ordered protocols queue (GradSync overlaps them with backward, as NCCL's).
+  // The ring queues (GradSync overlaps it with backward, as NCCL's); one rank has nothing to.
   bool queues_all_reduce() const override { return ring_->stream_ordered(); }
   cuda::Event all_reduce_queued(const Tensor& t, ReduceOp op, const cuda::Event& ready) override {
     if (t.dtype() != DType::F32)

@@ -28,7 +28,7 @@ void mpi_abort(const std::string& why) {
 }
 
 std::unique_ptr<Backend> make_mpi_backend(int, int, Millis) {
-  ENGINE_FAIL("--backend mpi: ", mpi_build_hint());
+  ENGINE_FAIL("the MPI backend: ", mpi_build_hint());
 }
 
 }  // namespace engine::comm

@@ -1,4 +1,4 @@
-// comm/backends/mpi/mpi_backend.cpp: the MPI backend (--backend mpi) - every collective on MPI
+// comm/backends/mpi/mpi_backend.cpp: the MPI backend - every collective on MPI
 // (MPI_Allreduce and friends) on a communicator of its own, CPU tensors and raw host buffers in
 // place, CUDA tensors through host copies. MPI has no time limits: a watchdog
 // (comm/health/call_watchdog.h) ends the job when a call outlives its context's timeout.
@@ -36,7 +36,7 @@ MPI_Datatype mpi_type(DType dt) {
     case DType::F16:
       return MPI_UINT16_T;  // moved as bits, reduced by our own operations (mpi_op)
   }
-  ENGINE_FAIL("--backend mpi: no MPI type for dtype ", static_cast<int>(dt));
+  ENGINE_FAIL("the MPI backend: no MPI type for dtype ", static_cast<int>(dt));
 }
 
 // Our element loops as MPI operations where MPI's would differ: float32 max and min (ours let a
@@ -147,8 +147,9 @@ MpiBackend::MpiBackend(int rank, int world, Millis timeout)
   // A communicator of our own, its processes ordered by our ranks: collective calls of other
   // code on MPI_COMM_WORLD never mix with ours.
   Fingerprint fp;
-  WatchScope watch(&watchdog_, {"MPI_Comm_split (starting --backend mpi: does every rank use it?)",
-                                fp, timeout});
+  WatchScope watch(
+      &watchdog_,
+      {"MPI_Comm_split (starting the MPI backend: does every rank use it?)", fp, timeout});
   mpi_check(MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &comm_), "MPI_Comm_split", rank);
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
@@ -214,7 +215,7 @@ void MpiBackend::in_place(const Fingerprint& f, void* data) {
 
 // The collectives with a part per rank: all_gather, gather, scatter, reduce_scatter.
 void MpiBackend::parts(const Fingerprint& f, const void* in, void* out) {
-  ENGINE_CHECK(f.count <= size_t(INT_MAX), "--backend mpi on rank ", rank_, ": ",
+  ENGINE_CHECK(f.count <= size_t(INT_MAX), "the MPI backend on rank ", rank_, ": ",
                coll_op_name(f.op), " of ", f.count,
                " elements per rank is more than an MPI count holds (", INT_MAX, ")");
   const MPI_Datatype type = mpi_type(f.dtype);
@@ -240,7 +241,7 @@ void MpiBackend::parts(const Fingerprint& f, const void* in, void* out) {
       if (rc == MPI_SUCCESS && f.redop == ReduceOp::Avg) divide_by(out, f.count, f.dtype, world_);
       break;
     default:
-      ENGINE_FAIL("--backend mpi: ", coll_op_name(f.op), " is not a collective");
+      ENGINE_FAIL("the MPI backend: ", coll_op_name(f.op), " is not a collective");
   }
   mpi_check(rc, what, rank_);
 }
@@ -249,14 +250,14 @@ void MpiBackend::parts(const Fingerprint& f, const void* in, void* out) {
 
 std::unique_ptr<Backend> make_mpi_backend(int rank, int world, Millis timeout) {
   ENGINE_CHECK(
-      started_by_mpirun(), "--backend mpi: rank ", rank,
+      started_by_mpirun(), "the MPI backend: rank ", rank,
       " was not started by mpirun (no OMPI_COMM_WORLD_SIZE and PMIX_RANK): start the ranks "
       "with mpirun -np ",
-      world, " ... --backend mpi");
+      world);
   mpi_init();
   int mpi_world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &mpi_world);
-  ENGINE_CHECK(mpi_world == world, "--backend mpi: MPI's world has ", mpi_world,
+  ENGINE_CHECK(mpi_world == world, "the MPI backend: MPI's world has ", mpi_world,
                " process(es) but this job has ", world, " ranks: start them all with mpirun -np ",
                world);
   return std::make_unique<MpiBackend>(rank, world, timeout);

@@ -1,4 +1,4 @@
-// comm/backends/mpi/mpi_backend.h: the MPI backend (--backend mpi; mpi_backend.cpp), in builds
+// comm/backends/mpi/mpi_backend.h: the MPI backend (mpi_backend.cpp), in builds
 // that have MPI (comm/backends/mpi/mpi_world.h says; without it, making one throws).
 #pragma once
 #include <memory>
@@ -8,7 +8,7 @@
 
 namespace engine::comm {
 
-// --backend mpi: every collective of the Communicator (CPU tensors and raw host buffers; CUDA
+// Every collective of the Communicator (CPU tensors and raw host buffers; CUDA
 // tensors staged through host memory) on MPI, on a communicator of its own that orders the MPI
 // processes by `rank` (the Communicator's). Every rank calls it together. Each call is watched:
 // one that has not returned after its context's timeout ends the job, naming the call. Throws when

@@ -46,7 +46,7 @@ void mpi_check(int rc, const char* what, int rank) {
 
 void mpi_call_expired(int rank, const WatchedCall& c) {
   mpi_abort(detail::concat("rank ", rank, ": ", c.what, " ", c.fp.str(),
-                           " did not finish within --timeout ", seconds_str(c.timeout),
+                           " did not finish within its timeout of ", seconds_str(c.timeout),
                            " (a rank stopped or called another collective): ending the MPI job"));
 }
 

@@ -3,7 +3,7 @@
 // function below that needs MPI throws an engine::Error saying how to build with it.
 //
 // Life of MPI in a process: mpi_init() on first use (the env:// rendezvous under mpirun with no
-// MASTER_ADDR/MASTER_PORT, or --backend mpi), with MPI_THREAD_MULTIPLE: the Communicator calls
+// MASTER_ADDR/MASTER_PORT, or the MPI backend), with MPI_THREAD_MULTIPLE: the Communicator calls
 // MPI from whichever thread runs a collective (one at a time) while a watchdog thread may call
 // MPI_Abort. mpi_finalize() at a clean exit (apps/program.cpp: exit code 0). A process that exits
 // any other way with MPI initialised calls MPI_Abort on its way out (atexit), so that mpirun stops

@@ -1,27 +1,22 @@
-// comm/backends/cuda_ipc/chain/event_chain.cu: the event-chained CUDA IPC ring (event_chain.h):
-// connect (IPC events and the shared counters through the store), the buffer and its generations,
-// the per-call steps (run.h over CUDA streams and IPC events), the watchdog on each call's event.
-#include <sys/stat.h>
-#include <unistd.h>
-
+// comm/backends/cuda_ipc/chain/event_chain.cu: the event-chained CUDA IPC ring (make_event_chain,
+// queued_ring.h; docs/ring.md "Time-sliced ranks"): for ranks that share a GPU without MPS, where a
+// kernel that spins on another context's writes holds the GPU for its whole time slice. Each
+// all_reduce is 2W-1 steps (plan.h), each one plain kernel on the comm stream that first waits, on
+// the device, for both ring neighbours' previous step through their CUDA IPC events (run.h; the
+// host only waits for the neighbours to have enqueued it, through counters in a POSIX shm segment).
+// Nothing spins on the GPU. Here: connect (the IPC events and the shared counters through the
+// store), the buffer and its generations, the per-call steps, the watchdog on each call's event.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <functional>
-#include <mutex>
 #include <thread>
 #include <type_traits>
-#include <unordered_set>
 #include <vector>
 
-#include "comm/backends/cuda_ipc/chain/event_chain.h"
 #include "comm/backends/cuda_ipc/chain/run.h"
 #include "comm/backends/cuda_ipc/chain/shared_segment.h"
 #include "comm/backends/cuda_ipc/chain/step_kernel.cuh"
-#include "comm/backends/cuda_ipc/host_probe.cuh"
-#include "comm/health/watchdog.h"
+#include "comm/backends/cuda_ipc/queued_base.cuh"
 #include "core/cuda/check.cuh"
 #include "core/cuda/stream.cuh"
 #include "core/cuda_backend.h"
@@ -31,26 +26,16 @@
 namespace engine::comm {
 namespace {
 
-using ipc::mps_daemon_running;
-using ipc::PooledProbe;
-using ipc::read_line;
-using ipc::str_of;
-
 namespace ch = ipc::chain;
 constexpr int K = ch::kEventSlots;
 constexpr uint32_t kMagic = 0x4e484349;  // "ICHN"
-constexpr uint32_t kVersion = 1;
-constexpr Millis kHostGrace(2000);  // a call's GPU work: its timeout plus this
-constexpr Millis kDrainWait(5000);  // the destructor's waits
+constexpr Millis kHostGrace(2000);       // a call's GPU work: its timeout plus this
+constexpr Millis kDrainWait(5000);       // the destructor's waits
 
-// What a rank publishes under "<key>/chain/<rank>".
+// What a rank publishes under "<key>/chain/<rank>" (who it is: connect_ipc_peers checked).
 struct Header {
-  uint32_t magic, version;
-  int32_t world, rank, device, mps;
-  int64_t pid;
-  char host[64];
-  char boot_id[40];
-  char gpu_uuid[16];
+  uint32_t magic;
+  int32_t rank;
   cudaIpcEventHandle_t ev[K];
 };
 static_assert(std::is_trivially_copyable_v<Header>);
@@ -64,13 +49,6 @@ struct BufInfo {
   cudaIpcMemHandle_t handle;
 };
 static_assert(std::is_trivially_copyable_v<BufInfo>);
-
-void log_failure(cudaError_t e, const char* what, int rank) {
-  if (e == cudaSuccess) return;
-  (void)cudaGetLastError();
-  std::fprintf(stderr, "engine: ipc_ring (events) of rank %d: %s failed: %s\n", rank, what,
-               cudaGetErrorString(e));
-}
 
 template <class Op>
 void launch_op(const ch::StepArgs& a, int blocks, cudaStream_t s, Op op) {
@@ -109,13 +87,17 @@ bool wait_event(cudaEvent_t ev, const Deadline& deadline) {
   }
 }
 
-}  // namespace
+class EventChain final : public ipc::QueuedBase {
+ public:
+  EventChain(Store& store, int rank, int world, int device, const IpcRingOptions& opts);
+  ~EventChain() override;
+  void enqueue(float* data, int64_t count, ReduceOp op, const cuda::Event* ready) override;
+  IpcProtocol protocol_for(int64_t) const override { return IpcProtocol::Events; }
 
-struct EventChain::Impl {
-  int rank = 0, world = 1, device = 0, left = 0, right = 0, sms = 1;
+ private:
+  int left = 0, right = 0, sms = 1;
   IpcRingOptions opts;
   Store* store = nullptr;
-  std::string mode;
   cudaStream_t stream = nullptr;
   cudaEvent_t own_ev[K] = {}, left_ev[K] = {}, right_ev[K] = {};  // right_ev == left_ev: W == 2
   std::unique_ptr<ch::SharedSegment> seg;
@@ -124,16 +106,10 @@ struct EventChain::Impl {
   int64_t cap = 0;
   uint64_t generation = 0;
   ch::ChainState st;
-  std::mutex pool_mu;
-  std::vector<cudaEvent_t> pool;
-  cudaEvent_t last = nullptr;  // the last call's (owned by its probe until it ends)
-  bool stuck = false;          // the GPU work did not end: leak rather than free under it
-  std::unique_ptr<Watchdog> watchdog;
-  std::unordered_set<const void*> checked;
 
   // run.h's device operations on this rank's comm stream.
   struct Ops {
-    Impl& m;
+    EventChain& m;
     float* data;
     ReduceOp op;
     void stream_wait(int peer, int slot) {
@@ -171,85 +147,34 @@ struct EventChain::Impl {
   }
   Header header() const;
   std::vector<Header> exchange(const Header& me);
-  void check_peer(const Header& me, const Header& p, int q) const;
   void open_events(const Header& l, const Header& r);
   void grow(int64_t count);
   BufInfo neighbour_buf(const std::string& prefix, int q, const char* role) const;
-  cudaEvent_t take_event();
-  void give_event(cudaEvent_t e);
-  void start_watchdog();
-  void drain();
-  void release();
+  void watch();
+  void drain() override;
+  void release() override;
 };
 
-Header EventChain::Impl::header() const {
+Header EventChain::header() const {
   Header h;
   std::memset(&h, 0, sizeof h);
   h.magic = kMagic;
-  h.version = kVersion;
-  h.world = world;
   h.rank = rank;
-  h.device = device;
-  h.mps = mps_daemon_running() ? 1 : 0;
-  h.pid = static_cast<int64_t>(getpid());
-  char host[64] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '?';
-  std::memcpy(h.host, host, sizeof h.host);
-  const std::string boot = read_line("/proc/sys/kernel/random/boot_id");
-  std::memcpy(h.boot_id, boot.data(), std::min(boot.size(), sizeof h.boot_id - 1));
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  std::memcpy(h.gpu_uuid, prop.uuid.bytes, sizeof h.gpu_uuid);
   for (int s = 0; s < K; ++s) CUDA_CHECK(cudaIpcGetEventHandle(&h.ev[s], own_ev[s]));
   return h;
 }
 
-void EventChain::Impl::check_peer(const Header& me, const Header& p, int q) const {
-  const std::string who = detail::concat(at(), ": rank ", q, " ");
-  ENGINE_CHECK(p.magic == kMagic && p.version == kVersion, who,
-               "published a header this build does not know");
-  ENGINE_CHECK(p.world == world && p.rank == q, who, "says it is rank ", p.rank, " of ", p.world);
-  const std::string pb = str_of(p.boot_id, sizeof p.boot_id),
-                    mb = str_of(me.boot_id, sizeof me.boot_id);
-  const std::string ph = str_of(p.host, sizeof p.host), mh = str_of(me.host, sizeof me.host);
-  ENGINE_CHECK(!pb.empty() && !mb.empty() ? pb == mb : ph == mh, who, "runs on host '", ph,
-               "' and this rank on '", mh, "': CUDA IPC needs one host");
-  ENGINE_CHECK(p.pid != me.pid, who, "runs in this process: CUDA IPC needs one process per rank");
-}
-
-// Publishes this rank's header, waits for every rank's, checks them and decides the mode.
-std::vector<Header> EventChain::Impl::exchange(const Header& me) {
-  const std::string prefix = opts.key + "/chain/";
-  store->set(prefix + std::to_string(rank),
-             std::string(reinterpret_cast<const char*>(&me), sizeof me));
-  std::vector<std::string> keys;
-  for (int q = 0; q < world; ++q) keys.push_back(prefix + std::to_string(q));
-  try {
-    store->wait(keys, opts.timeout);
-  } catch (const TimeoutError& e) {
-    int missing = 0;
-    while (missing < world && store->check({keys[missing]})) ++missing;
-    throw TimeoutError(detail::concat(at(), ": rank ", missing,
-                                      " did not publish its IPC events within ",
-                                      seconds_str(opts.timeout), ": ", e.what()));
-  }
-  std::vector<Header> all(world);
-  bool shared = false, all_mps = me.mps != 0;
-  for (int q = 0; q < world; ++q) {
-    const std::string v = store->get(keys[q]);
-    ENGINE_CHECK(v.size() == sizeof(Header), at(), ": store key '", keys[q], "' holds ", v.size(),
-                 " bytes, expected ", sizeof(Header));
-    std::memcpy(&all[q], v.data(), sizeof(Header));
-    if (q == rank) continue;
-    check_peer(me, all[q], q);
-    shared = shared || std::memcmp(all[q].gpu_uuid, me.gpu_uuid, sizeof me.gpu_uuid) == 0;
-    all_mps = all_mps && all[q].mps != 0;
-  }
-  mode = shared && !all_mps ? "time-sliced" : "concurrent";
+// Publishes this rank's events, waits for every rank's and checks them.
+std::vector<Header> EventChain::exchange(const Header& me) {
+  std::vector<Header> all = ipc::exchange_headers(*store, opts.key + "/chain/", rank, world,
+                                                  opts.timeout, me, at(), "IPC events");
+  for (int q = 0; q < world; ++q)
+    ENGINE_CHECK(all[q].magic == kMagic && all[q].rank == q, at(), ": rank ", q,
+                 " published a header this build does not know");
   return all;
 }
 
-void EventChain::Impl::open_events(const Header& l, const Header& r) {
+void EventChain::open_events(const Header& l, const Header& r) {
   for (int s = 0; s < K; ++s) {
     for (int side = 0; side < (left == right ? 1 : 2); ++side) {
       const Header& h = side == 0 ? l : r;
@@ -265,7 +190,7 @@ void EventChain::Impl::open_events(const Header& l, const Header& r) {
   }
 }
 
-BufInfo EventChain::Impl::neighbour_buf(const std::string& prefix, int q, const char* role) const {
+BufInfo EventChain::neighbour_buf(const std::string& prefix, int q, const char* role) const {
   const std::string key = prefix + std::to_string(q);
   try {
     store->wait({key}, opts.timeout);
@@ -288,7 +213,7 @@ BufInfo EventChain::Impl::neighbour_buf(const std::string& prefix, int q, const 
 // count) makes a larger one, publishes it, opens left's and frees its old one. The old ones are
 // quiet: this rank's queued steps ended (the last call's event), and right published its new one
 // only after its own steps, the last readers of this rank's old buffer, ended.
-void EventChain::Impl::grow(int64_t count) {
+void EventChain::grow(int64_t count) {
   const int64_t need = (count + 3) / 4 * 4;
   if (need <= cap) return;
   const int64_t new_cap = std::max(need, (cap + cap / 2 + 3) / 4 * 4);
@@ -322,47 +247,21 @@ void EventChain::Impl::grow(int64_t count) {
                   " (left) failed: ", cudaGetErrorString(e));
     }
   } catch (...) {
-    log_failure(cudaFree(fresh), "cudaFree", rank);
+    log(cudaFree(fresh), "cudaFree");
     throw;
   }
-  if (left_buf) log_failure(cudaIpcCloseMemHandle(left_buf), "cudaIpcCloseMemHandle", rank);
-  if (buf) log_failure(cudaFree(buf), "cudaFree", rank);
+  if (left_buf) log(cudaIpcCloseMemHandle(left_buf), "cudaIpcCloseMemHandle");
+  if (buf) log(cudaFree(buf), "cudaFree");
   buf = fresh;
   left_buf = static_cast<float*>(fresh_left);
   cap = new_cap;
   ++generation;
 }
 
-cudaEvent_t EventChain::Impl::take_event() {
-  {
-    std::lock_guard<std::mutex> lk(pool_mu);
-    if (!pool.empty()) {
-      cudaEvent_t e = pool.back();
-      pool.pop_back();
-      return e;
-    }
-  }
-  cudaEvent_t e = nullptr;  // the pool grows to the calls in flight, once
-  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  return e;
-}
-
-void EventChain::Impl::give_event(cudaEvent_t e) {
-  std::lock_guard<std::mutex> lk(pool_mu);
-  pool.push_back(e);
-}
-
 // Watches each call's event (comm/health/watchdog.h): GPU work that does not end within the
 // timeout (a neighbour's step never ran) breaks the ring; the next call or check() throws.
-void EventChain::Impl::start_watchdog() {
+void EventChain::watch() {
   Watchdog::Hooks h;
-  h.on_start = [this] {
-    try {
-      cuda::set_thread_device(device);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "engine: ipc_ring (events) watchdog of rank %d: %s\n", rank, e.what());
-    }
-  };
   h.async_error = [] { return std::string(); };
   h.describe = [this](const std::string& what, const std::string& why) {
     return detail::concat("ipc_ring (events) ", what, " on rank ", rank, " of ", world,
@@ -371,12 +270,12 @@ void EventChain::Impl::start_watchdog() {
                           " (right)); the ring is broken");
   };
   h.abort = [this] { std::fprintf(stderr, "engine: %s\n", watchdog->error().c_str()); };
-  watchdog = std::make_unique<Watchdog>(std::move(h), Millis(2));
+  start_watchdog(std::move(h));
 }
 
 // Before freeing: this rank's queued steps end, and so does right's last step, which reads this
 // rank's buffer (bounded; a step that never ends keeps the memory).
-void EventChain::Impl::drain() {
+void EventChain::drain() {
   if (!last) return;
   if (!wait_event(last, Deadline::after(opts.timeout + kHostGrace))) {
     stuck = true;
@@ -401,118 +300,74 @@ void EventChain::Impl::drain() {
   give_event(e);
 }
 
-void EventChain::Impl::release() {
-  if (left_buf) log_failure(cudaIpcCloseMemHandle(left_buf), "cudaIpcCloseMemHandle", rank);
-  if (buf) log_failure(cudaFree(buf), "cudaFree", rank);
+void EventChain::release() {
+  if (left_buf) log(cudaIpcCloseMemHandle(left_buf), "cudaIpcCloseMemHandle");
+  if (buf) log(cudaFree(buf), "cudaFree");
   left_buf = buf = nullptr;
   for (int s = 0; s < K; ++s) {
-    if (left_ev[s]) log_failure(cudaEventDestroy(left_ev[s]), "cudaEventDestroy", rank);
+    if (left_ev[s]) log(cudaEventDestroy(left_ev[s]), "cudaEventDestroy");
     if (right_ev[s] && right_ev[s] != left_ev[s])
-      log_failure(cudaEventDestroy(right_ev[s]), "cudaEventDestroy", rank);
-    if (own_ev[s]) log_failure(cudaEventDestroy(own_ev[s]), "cudaEventDestroy", rank);
+      log(cudaEventDestroy(right_ev[s]), "cudaEventDestroy");
+    if (own_ev[s]) log(cudaEventDestroy(own_ev[s]), "cudaEventDestroy");
     left_ev[s] = right_ev[s] = own_ev[s] = nullptr;
   }
-  for (cudaEvent_t e : pool) log_failure(cudaEventDestroy(e), "cudaEventDestroy", rank);
-  pool.clear();
+  destroy_events();
   seg.reset();
 }
 
 EventChain::EventChain(Store& store, int rank, int world, int device, const IpcRingOptions& opts)
-    : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.rank = rank;
-  m.world = world;
-  m.device = device;
-  m.left = (rank - 1 + world) % world;
-  m.right = (rank + 1) % world;
-  m.opts = opts;
-  m.store = &store;
-  ENGINE_CHECK(world >= 2 && world <= ch::kMaxRanks, m.at(),
-               ": --cuda-ring-protocol events takes 2 to ", ch::kMaxRanks, " ranks");
+    : QueuedBase(rank, world, device, opts.timeout, "ipc_ring (events)"),
+      left((rank - 1 + world) % world),
+      right((rank + 1) % world),
+      opts(opts),
+      store(&store) {
+  ENGINE_CHECK(world >= 2 && world <= ch::kMaxRanks, at(), ": the event chain takes 2 to ",
+               ch::kMaxRanks, " ranks");
   cuda::DeviceGuard guard(device);
-  CUDA_CHECK(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, device));
-  m.stream = cuda::comm_stream(device);
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  stream = cuda::comm_stream(device);
   try {
     for (int s = 0; s < K; ++s)
       CUDA_CHECK(
-          cudaEventCreateWithFlags(&m.own_ev[s], cudaEventDisableTiming | cudaEventInterprocess));
-    const std::vector<Header> all = m.exchange(m.header());
-    m.seg =
+          cudaEventCreateWithFlags(&own_ev[s], cudaEventDisableTiming | cudaEventInterprocess));
+    const std::vector<Header> all = exchange(header());
+    seg =
         std::make_unique<ch::SharedSegment>(store, opts.key + "/chain", rank, world, opts.timeout);
-    m.open_events(all[m.left], all[m.right]);
+    open_events(all[left], all[right]);
   } catch (...) {  // no destructor runs: free what is ours (nothing was queued)
-    m.release();
+    release();
     throw;
   }
-  m.start_watchdog();
+  watch();
 }
 
 EventChain::~EventChain() {
-  Impl& m = *impl_;
-  try {
-    cuda::DeviceGuard guard(m.device);
-    m.drain();
-    m.watchdog.reset();  // its probes hand their events back
-    if (m.stuck) {
-      std::fprintf(stderr,
-                   "engine: ipc_ring (events) of rank %d: queued steps did not end; their memory "
-                   "is left allocated\n",
-                   m.rank);
-      return;
-    }
-    m.release();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "engine: ipc_ring (events) of rank %d: %s\n", m.rank, e.what());
-  }
-}
-
-const std::string& EventChain::mode() const {
-  return impl_->mode;
-}
-
-void EventChain::check() const {
-  const std::string e = impl_->watchdog ? impl_->watchdog->error() : "";
-  if (e.empty()) return;
-  if (impl_->watchdog->timed_out()) throw TimeoutError(e);
-  throw Error(e);
+  close();
 }
 
 void EventChain::enqueue(float* data, int64_t count, ReduceOp op, const cuda::Event* ready) {
   check();
-  Impl& m = *impl_;
-  if (!m.checked.count(data)) {
-    cudaPointerAttributes attr;
-    CUDA_CHECK(cudaPointerGetAttributes(&attr, data));
-    ENGINE_CHECK((attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) &&
-                     attr.device == m.device,
-                 "ipc_ring all_reduce on rank ", m.rank,
-                 ": the buffer is not memory of cuda:", m.device);
-    if (m.checked.size() > 4096) m.checked.clear();
-    m.checked.insert(data);
-  }
-  m.grow(count);
-  cuda::comm_after(m.device, ready);
-  Impl::Ops ops{m, data, op};
+  check_buffer(data);
+  grow(count);
+  cuda::comm_after(device, ready);
+  Ops ops{*this, data, op};
   ch::CallSpec c;
-  c.rank = m.rank;
-  c.world = m.world;
+  c.rank = rank;
+  c.world = world;
   c.count = static_cast<size_t>(count);
   c.op = op;
-  c.timeout = m.opts.timeout;
-  ch::run_call(m.seg->shared(), ops, c, m.st);
-  cudaEvent_t ev = m.take_event();
-  CUDA_CHECK(cudaEventRecord(ev, m.stream));
-  m.last = ev;
-  Impl* im = &m;
-  m.watchdog->watch(std::make_unique<PooledProbe>(ev, [im](cudaEvent_t e) { im->give_event(e); }),
-                    Deadline::after(m.opts.timeout + kHostGrace),
-                    detail::concat("all_reduce #", m.st.seq, " of ", count, " floats (",
-                                   reduce_op_name(op), ")"));
+  c.timeout = opts.timeout;
+  ch::run_call(seg->shared(), ops, c, st);
+  watch_call(
+      stream, kHostGrace,
+      detail::concat("all_reduce #", st.seq, " of ", count, " floats (", reduce_op_name(op), ")"));
 }
 
-void EventChain::compute_waits_last() {
-  if (impl_->last)
-    CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(impl_->device), impl_->last, 0));
+}  // namespace
+
+std::unique_ptr<QueuedRing> make_event_chain(Store& store, int rank, int world, int device,
+                                             const IpcRingOptions& opts) {
+  return std::make_unique<EventChain>(store, rank, world, device, opts);
 }
 
 }  // namespace engine::comm

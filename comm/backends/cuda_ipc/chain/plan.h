@@ -1,4 +1,4 @@
-// comm/backends/cuda_ipc/chain/plan.h: the event-chained ring's schedule (--cuda-ring-protocol
+// comm/backends/cuda_ipc/chain/plan.h: the event-chained ring's schedule (protocol
 // events, docs/ring.md): for (rank, W, step of the call), what the step's kernel reads and writes,
 // and the rule that chains the steps of neighbouring ranks. Pure and header-only: the CUDA ring
 // (chain/event_chain.cu) and the CPU test (tests/comm/test_ipc_event_chain.cpp) use the same.

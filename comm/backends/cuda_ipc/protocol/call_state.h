@@ -1,7 +1,7 @@
 // comm/backends/cuda_ipc/protocol/call_state.h: what the host keeps between the calls of the
 // stream-ordered IPC ring (the call's sequence number, LL's rounds, each channel's FIFO positions)
 // and how one call's CallArgs are made from it. All ranks advance the same way for the same calls,
-// so no counter is ever exchanged or reset. Host code (the ring in ipc_ring.cu, the CPU tests).
+// so no counter is ever exchanged or reset. Host code (the ring in proto_ring.cu, the CPU tests).
 #pragma once
 #include <cstdint>
 

@@ -30,9 +30,9 @@ constexpr int kMaxLlRanks = 8;    // LL is one hop to every peer: W <= 8
 constexpr int kStride = 16;       // uint64 words between two counters: 128 bytes
 constexpr int kAlignElems = 4;    // channel parts and ring chunks start at multiples of 4 floats
 
-// The protocol of a call. Blocking is the kernel of ipc_ring_kernel.cuh with the host's wait.
-// Events: the event-chained ring for time-sliced ranks (chain/event_chain.h), not a kernel here.
-enum class Protocol : uint8_t { Blocking, Auto, Ll, Simple, Events };
+// The protocol of a call. Events: the event-chained ring for time-sliced ranks
+// (chain/event_chain.cu), not a kernel here.
+enum class Protocol : uint8_t { Auto, Ll, Simple, Events };
 
 struct Geometry {
   int world = 1;
@@ -40,7 +40,7 @@ struct Geometry {
   int slots = 4;                 // Simple: FIFO depth per channel
   int64_t slot_elems = 4096;     // Simple: floats per slot, a multiple of 4
   int64_t ll_lines = 4096;       // LL: floats per round (one 8-byte line each) per peer
-  int64_t ll_max_bytes = 65536;  // auto: LL up to this many bytes (measured: docs/ring.md)
+  int64_t ll_max_bytes = 65536;  // auto: LL up to this many bytes (docs/ring.md)
 };
 
 // Byte offsets of the parts of a region.
@@ -152,7 +152,7 @@ ENGINE_HD int64_t slots_for(int64_t n, int64_t slot_elems) {
   return (n + slot_elems - 1) / slot_elems;
 }
 
-// The ring's units over a channel's part (the blocking kernel's too: ipc_ring_kernel.cuh):
+// The ring's units over a channel's part:
 //   Send u=0, Reduce u=1..W-2, Final u=W-1, Copy u=W..2W-3, LastCopy u=2W-2.
 enum UnitKind : int { Send, Reduce, Final, Copy, LastCopy };
 struct Unit {
@@ -171,8 +171,7 @@ ENGINE_HD Unit unit_of(const RingSchedule& s, int u) {
   return {kind, s.recv_chunk(s.phase_of(last - 1), s.phase_step(last - 1))};
 }
 
-// One element of a unit: `in` from what prev wrote (a slot, or the blocking ring's staging),
-// `local` from the user's buffer.
+// One element of a unit: `in` from what prev wrote (a slot), `local` from the user's buffer.
 template <int kKind, class Op>
 ENGINE_HD float unit_elem(Op op, float in, float local, bool avg, float world) {
   if constexpr (kKind == UnitKind::Send) {
@@ -221,10 +220,8 @@ ENGINE_HD Protocol choose_protocol(Protocol requested, int64_t bytes, const Geom
 
 // What a ring requesting `requested` runs at all, decided once at construction from its mode:
 // where ranks share a GPU without MPS ("time-sliced") a spinning kernel holds the GPU for its whole
-// time slice, so Auto runs the event-chained ring there (measured on one H200, two ranks: LL and
-// Simple 1.4-90x slower than the blocking kernel; events 0.43 ms per small call against the
-// blocking kernel's 2.8-4.8 ms, and 249 GB/s at 256 MiB against 42; docs/ring.md). An explicit
-// protocol is kept.
+// time slice, so Auto runs the event-chained ring there (docs/ring.md). An explicit protocol is
+// kept.
 ENGINE_HD Protocol ring_protocol(Protocol requested, bool time_sliced) {
   return requested == Protocol::Auto && time_sliced ? Protocol::Events : requested;
 }

@@ -1,16 +1,12 @@
-// comm/backends/staged_backend.cpp: the staged backend - a collective on CUDA tensors copied, on
-// the comm stream after the compute work queued so far (or after `ready`), into this backend's
-// pinned host buffer; the host algorithms (comm/algorithms/algorithms.h) run there and the results
-// are copied back, the compute stream waiting for that copy. CPU tensors of the same call are used
-// in place. Under --staged-pipeline N >= 2 a CUDA all_reduce is pipelined instead, segment by
-// segment through N pinned slots (comm/backends/staged/pipeline.h).
-#include <algorithm>
+// comm/backends/staged/staged_backend.cpp: the staged backend - a collective on CUDA tensors
+// copied, on the comm stream after the compute work queued so far (or after `ready`), into this
+// backend's pinned host buffer; the host algorithms (comm/algorithms/algorithms.h) run there and
+// the results are copied back, the compute stream waiting for that copy. CPU tensors of the same
+// call are used in place.
 #include <memory>
 #include <vector>
 
 #include "comm/backends/backend.h"
-#include "comm/backends/staged/cuda_slots.h"
-#include "comm/backends/staged/pipeline.h"
 #include "core/cuda_backend.h"
 #include "core/error.h"
 
@@ -45,7 +41,6 @@ class StagedBackend final : public Backend {
   const char* name() const override { return "staged"; }
 
   void all_reduce(const CollContext& c, const Tensor& t, const cuda::Event* ready) override {
-    if (staged::pipeline_slots() > 1 && on_cuda(t) && t.numel() > 0) return pipelined(c, t, ready);
     stage(c, {{t, true, true}}, ready);
   }
   void broadcast(const CollContext& c, const Tensor& t) override {
@@ -76,13 +71,10 @@ class StagedBackend final : public Backend {
   void place(std::vector<Staged>& ts, size_t total, int dev);
   static void download(std::vector<Staged>& ts, int dev, const cuda::Event* ready);
   static void upload(std::vector<Staged>& ts, int dev);
-  // --staged-pipeline N >= 2: t's segments through N pinned slots (staged/pipeline.h).
-  void pipelined(const CollContext& c, const Tensor& t, const cuda::Event* ready);
 
   void* pinned_ = nullptr;  // staging buffer (pinned host memory), grown on demand
   size_t pinned_bytes_ = 0;
-  int pinned_device_ = -1;                      // whose context allocated it
-  std::unique_ptr<staged::DeviceSlots> slots_;  // the pipeline's, made at its first call
+  int pinned_device_ = -1;  // whose context allocated it
 };
 
 // The staging buffer is used by one collective at a time: the Communicator runs them in order.
@@ -152,21 +144,6 @@ void StagedBackend::upload(std::vector<Staged>& ts, int dev) {
   if (!uploaded) return;
   cuda::Event::record(dev, cuda::Stream::Comm).block(cuda::Stream::Compute);
   cuda::synchronize(dev, cuda::Stream::Comm);
-}
-
-// The slots are made again only for another device or slot count, or a larger segment.
-void StagedBackend::pipelined(const CollContext& c, const Tensor& t, const cuda::Event* ready) {
-  const int dev = t.device().index, n = staged::pipeline_slots();
-  const std::vector<staged::Segment> segs =
-      staged::cut(t.nbytes(), dtype_size(t.dtype()), staged::kMinSegment, staged::kMaxSegments);
-  const size_t need = round_up(segs.front().bytes, 64 << 10);
-  if (!slots_ || slots_->device() != dev || slots_->slots() != n || slots_->slot_bytes() < need) {
-    const size_t bytes = std::max(need, slots_ ? slots_->slot_bytes() : 0);
-    slots_.reset();
-    slots_ = staged::make_cuda_slots(dev, n, bytes);
-  }
-  slots_->begin(c, t.raw_data(), ready);
-  staged::run_pipeline(*slots_, segs, n);
 }
 
 }  // namespace
