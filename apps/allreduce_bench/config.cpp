@@ -11,6 +11,7 @@
 #include "comm/backends/mpi/mpi_world.h"
 #include "comm/backends/staged/pipeline.h"
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace engine::allreduce_bench {
 
@@ -144,7 +145,10 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
       "  launch --nproc-per-node W -- allreduce_bench [flags]   joins through env://");
   int64_t world = 0;
   std::string transport = "auto", min_b = "8", max_b = "64M", op = "sum", coll = "all_reduce",
-              init = cfg->init_method, dtype = "float32", algo = "auto";
+              init = cfg->init_method, dtype = "float32", algo = knobs::algo();
+  // The sweep flags' defaults: what the ENGINE_* variables say (docs/knobs.md), else auto.
+  cfg->cuda_ring_protocol = knobs::ring_protocol();
+  cfg->cuda_ring_channels = knobs::ring_channels();
   int64_t check = 1;
   f.add("world-size", &world, "fork this many ranks on this host (0: join through --init-method)");
   f.add("init-method", &init, "how ranks meet when not forked: env://, tcp://host:port, file://");
