@@ -19,6 +19,7 @@
 #include "apps/bench_kernels/shapes.h"
 #include "apps/program.h"
 #include "core/device.h"
+#include "core/knobs.h"
 #include "core/thread_pool.h"
 #include "io/json.h"
 
@@ -45,6 +46,8 @@ struct Options {
 // Parses our flags and keeps Google Benchmark's; returns false when --help was printed.
 bool parse_args(int argc, char** argv, Options* o) {
   engine::apps::Flags f(kUsage);
+  // Without --cuda-kernels, ENGINE_CUDA_KERNELS chooses when set (docs/knobs.md), else both run.
+  if (engine::knobs::given("ENGINE_CUDA_KERNELS")) o->cuda_kernels = engine::knobs::cuda_kernels();
   f.pass_through("--benchmark_");
   f.pass_through("--v=");  // Google Benchmark's verbosity
   f.add("threads", &o->threads, "engine (and OpenBLAS) threads; 0: all cores");

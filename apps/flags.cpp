@@ -52,7 +52,8 @@ void Flags::add_choice(const std::string& name, std::string* target,
 
 void Flags::add_switch(const std::string& name, bool* target, const std::string& help) {
   switches_[name] = target;
-  help_.push_back({name, help, "", false, [target] { return *target ? "given" : "not given"; }});
+  help_.push_back(
+      {name, help, "", false, section_, [target] { return *target ? "given" : "not given"; }});
 }
 
 void Flags::require(const std::string& name) {
@@ -99,6 +100,7 @@ void Flags::parse_flag(const std::string& arg, int argc, char** argv, int* i) {
   if (underscores_)
     for (char& c : name)
       if (c == '_') c = '-';
+  if (auto r = retired_.find(name); r != retired_.end()) throw UsageError(r->second);
   if (auto s = switches_.find(name); s != switches_.end()) {
     ENGINE_USAGE_CHECK(!inline_value, "--", name, " takes no value");
     *s->second = true;
@@ -128,8 +130,11 @@ bool Flags::given(const std::string& name) const {
 }
 
 void Flags::print_help() const {
-  std::printf("%s\n\nFlags:\n", usage_.c_str());
-  for (auto& h : help_) {
+  std::printf("%s\n", usage_.c_str());
+  for (size_t i = 0; i < help_.size(); ++i) {
+    const Help& h = help_[i];
+    if (i == 0 || h.section != help_[i - 1].section)
+      std::printf("\n%s:\n", h.section.empty() ? "Flags" : h.section.c_str());
     const std::string left = "  --" + h.name;
     const std::string def = h.required      ? " [required]"
                             : h.def.empty() ? ""
@@ -166,7 +171,7 @@ void check_range(const std::string& flag, int64_t v, int64_t lo, int64_t hi) {
 void Flags::declare(const std::string& name, const std::string& help, const std::string& def,
                     std::function<void(const std::string&)> set, std::function<std::string()> get) {
   setters_[name] = std::move(set);
-  help_.push_back({name, help, def, false, std::move(get)});
+  help_.push_back({name, help, def, false, section_, std::move(get)});
 }
 
 std::vector<Flags::Value> Flags::values() const {

@@ -39,6 +39,11 @@ class Flags {
   void add_switch(const std::string& name, bool* target, const std::string& help);
   // parse() fails unless the flag is given; --help shows "[required]" instead of a default.
   void require(const std::string& name);
+  // The flags declared after this call are listed under "title:" in --help (one topic each).
+  void section(const std::string& title) { section_ = title; }
+  // A flag that no longer exists: given (with or without a value), parse() throws UsageError with
+  // message alone, e.g. what replaces it; --help does not list it.
+  void retire(const std::string& name, const std::string& message) { retired_[name] = message; }
 
   // Arguments starting with `prefix` (e.g. "--benchmark_") are another parser's: parse() keeps
   // them, in order, in passed_through().
@@ -76,6 +81,7 @@ class Flags {
   struct Help {
     std::string name, help, def;
     bool required = false;
+    std::string section;  // the --help heading it is listed under; "" before any section()
     std::function<std::string()> get;  // the value now, as values() gives it
   };
   void declare(const std::string& name, const std::string& help, const std::string& def,
@@ -87,15 +93,17 @@ class Flags {
   std::string usage_;
   std::map<std::string, std::function<void(const std::string&)>> setters_;
   std::map<std::string, bool*> switches_;
+  std::map<std::string, std::string> retired_;
+  std::string section_;
   std::vector<Help> help_;
   std::vector<std::string> given_, rest_, passed_, required_, pass_prefixes_;
   bool stop_at_positional_ = false, underscores_ = false;
 };
 
-// Throws UsageError "<flag> must be lo .. hi, got v" unless lo <= v <= hi (flag: "--threads").
+// Throws UsageError "<flag> must be lo .. hi, got v" unless lo <= v <= hi (flag: "--epochs").
 void check_range(const std::string& flag, int64_t v, int64_t lo, int64_t hi);
 
-// The most threads any program starts for its kernels (--threads, ENGINE_THREADS).
+// The most threads any program starts for its kernels (its --threads, ENGINE_THREADS).
 using engine::kMaxThreads;
 
 // The items of a comma-separated flag value ("a,b,,c" -> a, b, "", c; "" -> one empty item).

@@ -10,10 +10,13 @@ int main(int argc, char** argv) {
     Flags flags(
         "usage: train [flags]\n"
         "Trains one of the tutorials' models (simplecnn, convnet, net, linear) on an MNIST-format\n"
-        "dataset. Defaults are the tutorials': batch 128, SGD lr 0.01 momentum 0.5, seed 1234.");
+        "dataset. Defaults are the tutorials': batch 128, SGD lr 0.01 momentum 0.5, seed 1234.\n"
+        "Knobs that force a choice (collective algorithm, CUDA kernels, the CUDA ring, CUDA\n"
+        "graphs) are ENGINE_* environment variables: docs/knobs.md.");
     declare_train_flags(flags, c);
     if (!flags.parse(argc, argv)) return 0;
     ENGINE_USAGE_CHECK(flags.rest().empty(), "unexpected argument '", flags.rest()[0], "'");
+    read_knobs(c);  // a bad value: exit 1 naming the variable, as at its first use before
     as_usage_error([&] { validate(c); });
     run_training(c);
     return 0;

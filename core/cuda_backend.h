@@ -22,10 +22,10 @@ std::string device_uuid(int device);
 bool can_access_peer(int device, int peer);
 
 // The device of this process (the rank's), for the threads that touch CUDA: the program sets it
-// once it has chosen (train after --device, gpu_selftest, the benchmarks), which also makes it
-// current on the calling thread; every other thread that touches CUDA (the communicator's worker,
-// the NCCL watchdog) calls enter_home_device() first. Until a thread has a device, the runtime
-// would create a context on GPU 0 at its first call: with 8 ranks, 7 extra contexts there.
+// once it has chosen (train after its device choice, gpu_selftest, the benchmarks), which also
+// makes it current on the calling thread; every other thread that touches CUDA (the communicator's
+// worker, the NCCL watchdog) calls enter_home_device() first. Until a thread has a device, the
+// runtime would create a context on GPU 0 at its first call: with 8 ranks, 7 extra contexts there.
 void set_home_device(int device);
 int home_device();  // -1 when none was set (a CPU run)
 // Makes the home device current on the calling thread, once; a no-op when none was set (so a CPU
@@ -60,7 +60,7 @@ void free_pinned(void* p, int device);  // nullptr is fine; device: alloc_pinned
 // memory must be `device`'s. The caller orders it (Event) and waits for it before touching dst.
 void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes,
                 int device, Stream s);
-// The device's free memory in bytes (cudaMemGetInfo), for --data-on-device auto.
+// The device's free memory in bytes (cudaMemGetInfo), for ENGINE_DATA_ON_DEVICE=auto.
 size_t free_memory(int device);
 
 // Blocks the host until stream s of `device` has finished its queued work.

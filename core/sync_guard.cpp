@@ -2,10 +2,9 @@
 #include "core/sync_guard.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace engine::sync_guard {
 namespace {
@@ -19,8 +18,7 @@ thread_local int t_allow_depth = 0;
 bool enabled() {
   int on = g_enabled.load(std::memory_order_relaxed);
   if (on < 0) {
-    const char* v = std::getenv("ENGINE_SYNC_GUARD");
-    on = v != nullptr && std::strcmp(v, "1") == 0 ? 1 : 0;
+    on = knobs::sync_guard() ? 1 : 0;
     g_enabled.store(on, std::memory_order_relaxed);
   }
   return on == 1;

@@ -8,7 +8,7 @@
 
 namespace engine::sync_guard {
 
-// Whether ENGINE_SYNC_GUARD=1 (read once), or what set_enabled last said.
+// Whether ENGINE_SYNC_GUARD=1 (core/knobs.h, read once), or what set_enabled last said.
 bool enabled();
 // For tests: turns the guard on or off for this process.
 void set_enabled(bool on);
@@ -26,7 +26,8 @@ class StepScope {
   StepScope& operator=(const StepScope&) = delete;
 };
 
-// A documented per-step host read (--nonfinite skip's decision, host-staged collectives): note()
+// A documented per-step host read (the non-finite guard's skip decision, host-staged
+// collectives): note()
 // passes inside it on this thread (nests).
 class Allow {
  public:

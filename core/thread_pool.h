@@ -1,6 +1,6 @@
-// core/thread_pool.h: the CPU kernels' thread pool. The caller sets its size (train --threads).
-// parallel_for splits [0, n) into one contiguous static range per thread, so the same inputs and
-// the same thread count give the same bits: no result depends on timing.
+// core/thread_pool.h: the CPU kernels' thread pool. The caller sets its size (train's thread
+// count). parallel_for splits [0, n) into one contiguous static range per thread, so the same
+// inputs and the same thread count give the same bits: no result depends on timing.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -4,10 +4,9 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 
-#include "core/error.h"
+#include "core/knobs.h"
 #include "core/thread_pool.h"
 
 namespace engine {
@@ -20,17 +19,6 @@ int leading_positive(const char* s) {
   const long v = std::strtol(s, &end, 10);
   if (end == s || (*end != 0 && *end != ',') || v <= 0 || v > kMaxThreads) return 0;
   return static_cast<int>(v);
-}
-
-// ENGINE_THREADS is ours: a value that is not an integer 1 .. kMaxThreads is an error.
-int engine_threads(const char* e) {
-  if (!e || !*e) return 0;
-  char* end = nullptr;
-  errno = 0;
-  const long long n = std::strtoll(e, &end, 10);
-  ENGINE_CHECK(*end == 0 && errno != ERANGE && n >= 1 && n <= kMaxThreads, "ENGINE_THREADS='", e,
-               "': expected an integer 1 .. ", kMaxThreads);
-  return static_cast<int>(n);
 }
 
 int local_ranks(const EnvLookup& env, const std::function<int()>& scheduler_tasks) {
@@ -49,7 +37,7 @@ int usable_cores() {
 }
 
 int default_threads(const EnvLookup& env, int cores, const std::function<int()>& scheduler_tasks) {
-  if (int n = engine_threads(env("ENGINE_THREADS"))) return n;
+  if (int n = knobs::threads()) return n;
   if (int n = leading_positive(env("OMP_NUM_THREADS"))) return n;
   return std::max(1, cores / local_ranks(env, scheduler_tasks));
 }

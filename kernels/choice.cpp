@@ -22,7 +22,7 @@ const char* cuda_kernels_name(CudaKernels k) {
 CudaKernels parse_cuda_kernels(const std::string& name) {
   if (name == "library") return CudaKernels::Library;
   if (name == "engine") return CudaKernels::Engine;
-  throw Error("--cuda-kernels: '" + name + "' is not one of library, engine");
+  throw Error("CUDA kernels '" + name + "': expected library|engine");
 }
 
 }  // namespace engine::kernels

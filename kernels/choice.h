@@ -1,9 +1,9 @@
 // kernels/choice.h: which CUDA kernels the ops run, for the whole process. Library: cuDNN, cuBLAS
 // and the other kernels (the process's default, for programs that do not choose). Engine: the
-// engine's own fast deterministic kernels (convolution and pool backwards, GEMMs with their bias,
-// the fused multi-tensor optimizer): train's default (`--cuda-kernels engine`) since an H200 ran
-// them right, 1.6-3x the images/s at the same accuracy (docs/gpu_bench/h200-6313feb.md).
-// The CPU ignores the choice: it has one set of kernels.
+// engine's own deterministic kernels (convolution and pool backwards, GEMMs with their bias, the
+// fused multi-tensor optimizer): train's default, which ENGINE_CUDA_KERNELS changes (core/knobs.h;
+// figures in docs/gpu_bench/h200-6313feb.md). The CPU ignores the choice: it has one set of
+// kernels.
 #pragma once
 #include <string>
 

@@ -4,8 +4,9 @@
 # own time limit too), in one go:
 #   - train, each model (simplecnn, convnet, net) at --precision fp32 and bf16, 2 epochs, batch
 #     128, one rank, --device cuda --metrics: with the defaults and with the new paths
-#     (--cuda-kernels engine --cuda-graph on --data-on-device on); the figure is the 2nd epoch;
-#   - two ranks on the GPU(s) (launch, --cuda-ring ipc --cuda-ring-protocol auto) for simplecnn:
+#     (ENGINE_CUDA_KERNELS=engine ENGINE_CUDA_GRAPH=on ENGINE_DATA_ON_DEVICE=on, docs/knobs.md);
+#     the figure is the 2nd epoch;
+#   - two ranks on the GPU(s) (launch, ENGINE_CUDA_RING=ipc ENGINE_RING_PROTOCOL=auto) for simplecnn:
 #     they must end where one rank ends (largest weight difference under 1e-4);
 #   - the PyTorch anchor, bench/torch/torch_mnist_gpu.py, for each model: eager fp32 and bf16,
 #     --compile fp32 (and bf16 while the budget lasts), same batch, 2 epochs (1 warm-up + 1 timed);
@@ -127,27 +128,21 @@ if ! "$A/train" --help >/dev/null 2>&1; then
 fi
 
 # --- ours: train ------------------------------------------------------------------------------
-ENGINE_FLAGS="--cuda-kernels engine --cuda-graph on --data-on-device on"
+# The engine variant forces the engine's kernels, the step as one CUDA graph and the data on the
+# device (ENGINE_* variables, docs/knobs.md).
+ENGINE_KNOBS=(ENGINE_CUDA_KERNELS=engine ENGINE_CUDA_GRAPH=on ENGINE_DATA_ON_DEVICE=on)
 train_rows() {
-  local model prec variant flags missing f
-  missing=""
-  for f in cuda-kernels cuda-graph data-on-device; do has "$f" train || missing="$missing --$f"; done
+  local model prec variant
+  local -a knobs
   for model in simplecnn convnet net; do
     for prec in fp32 bf16; do
       for variant in defaults engine; do
-        flags=""
+        knobs=()
         local p="\"model\": \"$model\", \"precision\": \"$prec\", \"variant\": \"$variant\", \"metrics\": \"train-$model-$prec-$variant.jsonl\""
-        if [ $variant = engine ]; then
-          if [ -n "$missing" ]; then
-            skip train "train $model $prec $variant" "train lacks$missing (this build)" "$p"
-            continue
-          fi
-          flags=$ENGINE_FLAGS
-        fi
-        # shellcheck disable=SC2086
-        step train "train $model $prec $variant" 15 90 "$p, \"batch_size\": 128" "$A/train" --model "$model" \
-          --precision "$prec" --epochs 2 --batch-size 128 --device cuda --data-dir "$DATA" \
-          --metrics "$RAW/train-$model-$prec-$variant.jsonl" $flags
+        [ $variant = engine ] && knobs=(env "${ENGINE_KNOBS[@]}")
+        step train "train $model $prec $variant" 15 90 "$p, \"batch_size\": 128" "${knobs[@]}" "$A/train" \
+          --model "$model" --precision "$prec" --epochs 2 --batch-size 128 --device cuda \
+          --data-dir "$DATA" --metrics "$RAW/train-$model-$prec-$variant.jsonl"
       done
     done
   done
@@ -158,15 +153,15 @@ max_abs_diff() { python3 scripts/gpu_bench_report.py --max-abs-diff "$1" "$2"; }
 
 two_ranks() {
   local args="--model simplecnn --dropout 0 --sharding sampler --shuffle off --steps 20 --device cuda --data-dir $DATA --timeout 60"
-  local proto="" p='"model": "simplecnn"'
-  has cuda-ring-protocol train && proto="--cuda-ring-protocol auto"
+  local p='"model": "simplecnn"'
   # shellcheck disable=SC2086
   step check "one rank, 20 steps (reference)" 10 60 "$p" "$A/train" $args --save "$RAW/one.safetensors"
   [ $RC -ne 0 ] && return
   # shellcheck disable=SC2086
-  step check "two ranks, --cuda-ring ipc ${proto:-(no --cuda-ring-protocol in this build)}" 15 90 \
+  step check "two ranks, ENGINE_CUDA_RING=ipc ENGINE_RING_PROTOCOL=auto" 15 90 \
     "$p, \"compare\": [\"one.safetensors\", \"two.safetensors\"]" \
-    "$A/launch" --nproc-per-node 2 --master-port 29771 -- "$A/train" $args --cuda-ring ipc $proto \
+    env ENGINE_CUDA_RING=ipc ENGINE_RING_PROTOCOL=auto \
+    "$A/launch" --nproc-per-node 2 --master-port 29771 -- "$A/train" $args \
     --save "$RAW/two.safetensors"
   [ $RC -ne 0 ] && return
   max_abs_diff "$RAW/one.safetensors" "$RAW/two.safetensors" >"$RAW/two_ranks_diff.txt" 2>&1

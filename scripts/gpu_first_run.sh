@@ -218,19 +218,22 @@ two_rank_steps() {
     return
   fi
   local path port=29731 d
-  for path in "--cuda-ring staged" "--cuda-ring ipc" "--backend nccl"; do
+  local knob flag
+  for path in "ENGINE_CUDA_RING=staged" "ENGINE_CUDA_RING=ipc" "--backend nccl"; do
+    knob="" flag=""
+    case $path in ENGINE_*) knob=$path ;; *) flag=$path ;; esac
     port=$((port + 1))
     if [ "$path" = "--backend nccl" ] && [ "$NGPU" -lt 2 ]; then
       row "two ranks, $path" skip 0 "NCCL needs a GPU per rank: $NGPU GPU here"
       continue
     fi
-    if [ "$path" = "--cuda-ring staged" ]; then
+    if [ "$path" = "ENGINE_CUDA_RING=staged" ]; then
       : >"$TMP/contexts.csv"
       sample_contexts "$TMP/contexts.csv" &
       SAMPLER=$!
     fi
     # shellcheck disable=SC2086
-    run "two ranks, $path" 1800 "$A/launch" --nproc-per-node 2 --master-port "$port" -- "$A/train" $args $path --save "$TMP/two.safetensors"
+    run "two ranks, $path" 1800 env $knob "$A/launch" --nproc-per-node 2 --master-port "$port" -- "$A/train" $args $flag --save "$TMP/two.safetensors"
     if [ -n "$SAMPLER" ]; then
       kill "$SAMPLER" 2>/dev/null
       wait "$SAMPLER" 2>/dev/null

@@ -10,6 +10,7 @@
 #include "comm/backends/cuda_ipc/protocol/layout.h"
 #include "comm/backends/mpi/mpi_world.h"
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace engine::allreduce_bench {
 
@@ -105,8 +106,11 @@ constexpr const char* kIpcProtocolHelp =
 
 // The CUDA IPC ring's flags (--ring-transport ipc).
 void add_ipc_flags(apps::Flags& f, Config* cfg, std::string* slot_bytes) {
-  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol, {"auto", "ll", "simple", "events"},
-               kIpcProtocolHelp);
+  // The sweep flags' defaults: what the ENGINE_* variables say (docs/knobs.md), else auto and 0.
+  cfg->cuda_ring_protocol = knobs::ring_protocol();
+  cfg->cuda_ring_channels = knobs::ring_channels();
+  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol,
+               {"auto", "ll", "simple", "events"}, kIpcProtocolHelp);
   f.add("cuda-ring-channels", &cfg->cuda_ring_channels,
         "--ring-transport ipc: simple's channels (thread blocks), 1..32; 0: the default (32)");
   f.add("cuda-ring-slot-bytes", slot_bytes,
@@ -135,7 +139,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
       "  launch --nproc-per-node W -- allreduce_bench [flags]   joins through env://");
   int64_t world = 0;
   std::string transport = "auto", min_b = "8", max_b = "64M", op = "sum", coll = "all_reduce",
-              init = cfg->init_method, dtype = "float32", algo = "auto";
+              init = cfg->init_method, dtype = "float32", algo = knobs::algo();  // --algo's default
   int64_t check = 1;
   f.add("world-size", &world, "fork this many ranks on this host (0: join through --init-method)");
   f.add("init-method", &init, "how ranks meet when not forked: env://, tcp://host:port, file://");

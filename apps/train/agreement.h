@@ -24,7 +24,8 @@ struct Setting {
 const std::vector<std::string>& rank_local_flags();
 
 // Every train flag (declare_train_flags) but the rank-local ones, with its value in c, in
-// declaration order: a flag declared later is compared without further work.
+// declaration order (a flag declared later is compared without further work), then the ENGINE_*
+// variables that change the numbers or the collectives, under their names.
 std::vector<Setting> config_settings(const TrainConfig& c);
 
 // One setting per file of the dataset: the counts and dimensions from its header and a hash of

@@ -1,4 +1,5 @@
-// apps/train/config.h: everything `train` is told on its command line.
+// apps/train/config.h: everything `train` is told: its command line, and the ENGINE_* variables
+// that force a choice (core/knobs.h, docs/knobs.md), read into the same fields by read_knobs.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,19 +29,15 @@ struct TrainConfig {
   // stop | skip | off: what a non-finite loss, gradient or weight does (apps/train/nonfinite.h).
   std::string nonfinite = "stop";
   std::string precision = "fp32";       // fp32 | bf16: conv2d and linear in bf16 (nn/precision.h)
-  std::string cuda_kernels = "engine";  // library | engine: kernels/choice.h (GPU only)
+  std::string cuda_kernels = "engine";  // ENGINE_CUDA_KERNELS: kernels/choice.h (GPU only)
   std::string device = "auto";          // auto: cuda:LOCAL_RANK when a GPU answers, else cpu
   // ddp: one process per rank (DistributedDataParallel); dp: this one process drives every device
   // of dp_devices (nn.DataParallel).
   std::string mode = "ddp";
   std::string dp_devices;          // "cuda:0,cuda:1", "cpu,cpu"; empty: every visible GPU
-  std::string cuda_ring = "auto";  // --backend ring on GPUs: auto | staged | ipc
-  // Pinned slots of the staged path's pipelined all_reduce (comm/backends/staged/pipeline.h);
-  // 1: unpipelined.
-  int64_t staged_pipeline = 1;
-  // --cuda-ring ipc: the IPC ring's protocol: blocking (default) | auto | ll | simple
-  std::string cuda_ring_protocol = "auto";
-  int64_t cuda_ring_channels = 0;  // --cuda-ring ipc: the kernels' thread blocks; 0: default
+  std::string cuda_ring = "auto";  // ENGINE_CUDA_RING: --backend ring on GPUs
+  std::string cuda_ring_protocol = "auto";  // ENGINE_RING_PROTOCOL: the CUDA IPC ring's protocol
+  int64_t cuda_ring_channels = 0;  // ENGINE_RING_CHANNELS: its thread blocks; 0: its default
   // Data parallelism (one process per rank).
   std::string backend = "ring";
   std::string init_method = "env://";
@@ -50,7 +47,7 @@ struct TrainConfig {
   std::string sharding = "partition";
   double bucket_mb = 25;
   std::string transport = "auto";
-  std::string algo = "auto";  // all_reduce, broadcast, reduce: auto | ring | rd | rh | tree
+  std::string algo = "auto";  // ENGINE_ALGO: the host algorithm of all_reduce, broadcast, reduce
   double timeout_s = 300;
   bool drop_last = false;
   // Distributed-training options of DDP and Horovod (docs/training.md, "Accumulation, ZeRO,
@@ -65,20 +62,23 @@ struct TrainConfig {
   std::string trace;     // Chrome trace-event JSON of the run
   std::string plot;      // SVG of loss per step and test accuracy per epoch
   bool profile = false;  // print where the step's time goes, per layer and phase
-  // auto | on | off: the step captured as one CUDA graph (apps/train/step_graph.h, docs/gpu.md);
-  // off by default until a GPU report shows it right.
+  // ENGINE_CUDA_GRAPH auto | on | off: the step captured as one CUDA graph (docs/gpu.md).
   std::string cuda_graph = "auto";
-  // auto | on | off: the training set on the GPU, each batch gathered there (data/device_data.h);
-  // off by default until a GPU report shows it right.
+  // ENGINE_DATA_ON_DEVICE auto | on | off: the training set on the GPU (data/device_data.h).
   std::string data_on_device = "auto";
 };
 
-// Declares train's flags on f, bound to c.
+// Declares train's flags on f, bound to c, one --help section per topic; the flags that became
+// ENGINE_* variables are refused naming the variable.
 void declare_train_flags(Flags& f, TrainConfig& c);
+// Fills the fields the ENGINE_* variables set (core/knobs.h); a bad value of any variable throws
+// engine::Error naming it.
+void read_knobs(TrainConfig& c);
 // Checks values that flags alone cannot (ranges, combinations); throws engine::Error.
 void validate(const TrainConfig& c);
-// The flags of accumulation, ZeRO, SyncBatchNorm and compression, and their checks
-// (apps/train/distributed_flags.cpp); declare_train_flags and validate call them.
+// The flags of a data-parallel job (ranks, data split, accumulation, ZeRO, SyncBatchNorm,
+// compression), and their checks (apps/train/distributed_flags.cpp); declare_train_flags and
+// validate call them.
 void declare_distributed_flags(Flags& f, TrainConfig& c);
 void validate_distributed(const TrainConfig& c);
 // --grad-compression powersgd:R -> R; 0 for any other compression.

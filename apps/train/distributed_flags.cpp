@@ -1,12 +1,44 @@
-// apps/train/distributed_flags.cpp: train's flags for what DDP and Horovod users reach for
-// (gradient accumulation, ZeRO-1, SyncBatchNorm, gradient compression, the CUDA IPC ring's
-// protocol), and their checks.
+// apps/train/distributed_flags.cpp: train's flags for a data-parallel job (how ranks meet and
+// talk, how the data is split, and what DDP and Horovod users reach for: gradient accumulation,
+// ZeRO-1, SyncBatchNorm, gradient compression), and their checks.
 #include "apps/train/config.h"
 #include "core/error.h"
 
 namespace engine::apps {
+namespace {
+
+// How the ranks meet, talk and split the data.
+void declare_job_flags(Flags& f, TrainConfig& c) {
+  f.add_choice("backend", &c.backend, {"ring", "nccl", "mpi"},
+               "collectives: our ring (CPU or CUDA tensors), NCCL (CUDA tensors) or MPI (every "
+               "collective through Open MPI, CUDA tensors staged; ranks started by mpirun)");
+  f.add(
+      "init-method", &c.init_method,
+      "rendezvous: env:// (torchrun, Open MPI or Slurm variables), tcp://host:port, file:///path");
+  f.add("world-size", &c.world_size, "number of ranks (-1: from the environment)");
+  f.add("rank", &c.rank, "this process's rank (-1: from the environment)");
+  f.add_choice("mode", &c.mode, {"ddp", "dp"},
+               "ddp: one process per rank (DistributedDataParallel); dp: one process drives every "
+               "device of --dp-devices (nn.DataParallel)");
+  f.add("dp-devices", &c.dp_devices,
+        "--mode dp: devices, comma-separated (cuda:0,cuda:1 or cpu,cpu); empty: every visible GPU");
+  f.add_choice("transport", &c.transport, {"auto", "tcp", "shm"},
+               "how ranks talk: shared memory on one host, TCP between hosts");
+  f.add("timeout", &c.timeout_s, "seconds any wait for another rank may take");
+  f.add_choice("sharding", &c.sharding, {"partition", "sampler"},
+               "partition: the tutorials' DataPartitioner; sampler: DistributedSampler");
+  f.add_switch("drop-last", &c.drop_last,
+               "--sharding sampler: cut the dataset to a multiple of the world size");
+}
+
+}  // namespace
 
 void declare_distributed_flags(Flags& f, TrainConfig& c) {
+  f.section("Distributed");
+  declare_job_flags(f, c);
+  f.add_choice("sync", &c.sync, {"allreduce", "reduce-broadcast", "bucketed"},
+               "gradient synchronisation");
+  f.add("bucket-mb", &c.bucket_mb, "bucket size of --sync bucketed, in MiB");
   f.add("accumulate", &c.accumulate,
         "batches per optimizer step: gradients of K batches summed (each loss scaled by 1/K), "
         "synchronised on the K-th only; --steps counts optimizer steps; an epoch's last, short "
@@ -26,19 +58,6 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
         "1: ZeRO-1, each rank keeps the optimizer state of its shard of the parameters "
         "(gradients reduce_scatter'ed and parameters all_gather'ed in --bucket-mb buckets); "
         "0: off. Checkpoints stay one file, resumable with or without --zero");
-  f.add("staged-pipeline", &c.staged_pipeline,
-        "1..4: the staged path's CUDA all_reduce (--cuda-ring staged, or ipc's fallback) cut into "
-        "segments through N pinned slots, download, host ring and upload overlapping; 1 (the "
-        "default): one download, the host ring, one upload");
-  f.add_choice("cuda-ring-protocol", &c.cuda_ring_protocol,
-               {"blocking", "auto", "ll", "simple", "events"},
-               "--cuda-ring ipc: blocking (the kernel and the host's wait, the default), or "
-               "queued on the stream, overlapping backward: auto (ll small, simple large), ll, "
-               "simple, or events (steps chained by CUDA IPC events, no spinning kernel: for ranks "
-               "sharing a GPU without MPS; docs/ring.md)");
-  f.add("cuda-ring-channels", &c.cuda_ring_channels,
-        "--cuda-ring ipc: thread blocks of the IPC ring's kernels (the blocking kernel's blocks, "
-        "simple's channels), 1..32; 0 (the default): 8 blocks, 32 channels");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -71,22 +90,6 @@ std::string options_line(const TrainConfig& c) {
 }
 
 void validate_distributed(const TrainConfig& c) {
-  ENGINE_CHECK(c.staged_pipeline >= 1 && c.staged_pipeline <= 4,
-               "--staged-pipeline must be 1..4, got ", c.staged_pipeline);
-  ENGINE_CHECK(
-      c.staged_pipeline == 1 || (c.backend == "ring" && c.device != "cpu"),
-      "--staged-pipeline pipelines how --backend ring stages GPU tensors; ",
-      c.device == "cpu" ? "--device cpu has none" : "--backend " + c.backend + " has none");
-  ENGINE_CHECK(c.cuda_ring_protocol == "auto" || c.cuda_ring == "ipc",
-               "--cuda-ring-protocol chooses the CUDA IPC ring's protocol: it needs --cuda-ring "
-               "ipc (got --cuda-ring ",
-               c.cuda_ring, ")");
-  ENGINE_CHECK(c.cuda_ring_channels == 0 || c.cuda_ring == "ipc",
-               "--cuda-ring-channels sets the CUDA IPC ring's thread blocks: it needs --cuda-ring "
-               "ipc (got --cuda-ring ",
-               c.cuda_ring, ")");
-  ENGINE_CHECK(c.cuda_ring_channels >= 0 && c.cuda_ring_channels <= 32,
-               "--cuda-ring-channels must be 0..32 (0: the default), got ", c.cuda_ring_channels);
   ENGINE_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   ENGINE_CHECK(c.grad_compression == "none" || c.grad_compression == "bf16" ||
                    c.grad_compression == "fp16" || powersgd_rank(c) > 0,

@@ -26,6 +26,7 @@
 #include "comm/transport/shm_transport.h"
 #include "comm/transport/tcp_transport.h"
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace engine::comm {
 
@@ -49,7 +50,7 @@ TransportKind transport_kind_from_name(const std::string& s) {
 }
 
 std::string host_identity() {
-  if (const char* forced = std::getenv("ENGINE_COMM_HOST_ID"); forced && *forced) return forced;
+  if (std::string forced = knobs::comm_host_id(); !forced.empty()) return forced;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   std::string boot;

@@ -21,7 +21,7 @@ __global__ void write_u64_kernel(uint64_t* p, uint64_t v) {
   ENGINE_FAIL("CUDA graph of ", what, ": ", when, ": ", cudaGetErrorString(err), " (",
               cudaGetErrorName(err),
               "): an operation of the step cannot be captured (a host wait, a pageable copy, "
-              "a free); run it with --cuda-graph off");
+              "a free); run it with ENGINE_CUDA_GRAPH=off");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// kernels/cpu/bf16_ops.h: the layers that run in bf16 under --precision bf16, as PyTorch's
+// kernels/cpu/bf16_ops.h: the layers that run in bf16 under bf16 precision, as PyTorch's
 // autocast runs them (convolutions and linear layers): each operand is rounded to bf16 (round to
 // nearest even), products are summed in fp32, results are fp32. Inputs, weights and gradients stay
 // fp32 tensors (fp32 master weights); each call rounds what it multiplies. Shapes and contracts are

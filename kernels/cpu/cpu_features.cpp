@@ -3,10 +3,10 @@
 
 #include <cpuid.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace engine::kernels::cpu {
 namespace {
@@ -32,12 +32,8 @@ Features probe() {
 }
 
 Features cap(Features f) {
-  const char* env = std::getenv("ENGINE_MAX_CPU_ISA");
-  if (!env || !*env) return f;
-  const std::string isa = env;
-  if (isa == "avx512_core_bf16") return f;
-  ENGINE_CHECK(isa == "avx512_core" || isa == "avx2", "ENGINE_MAX_CPU_ISA is '", isa,
-               "': expected avx512_core_bf16, avx512_core or avx2");
+  const std::string isa = knobs::max_cpu_isa();  // checked there
+  if (isa.empty() || isa == "avx512_core_bf16") return f;
   if (f.avx512_bf16) f.capped_by = isa;
   f.avx512_bf16 = false;
   if (isa == "avx2") f.avx512f = false;

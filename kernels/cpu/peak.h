@@ -2,7 +2,7 @@
 // fused multiply-adds when nothing else limits it (ten independent FMA chains per thread on zmm
 // registers, ymm where the CPU has no AVX-512), and the bf16 dot-product rate (vdpbf16ps) where it
 // has AVX512_BF16. Every kernel's speed is reported as a share of these (bench_kernels, train
-// --profile, scripts/bench_vs_torch.sh). GFLOP/s count a multiply-add as 2 FLOP per lane.
+// train's profile, scripts/bench_vs_torch.sh). GFLOP/s count a multiply-add as 2 FLOP per lane.
 #pragma once
 
 namespace engine::kernels::cpu {

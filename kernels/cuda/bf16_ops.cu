@@ -1,4 +1,4 @@
-// kernels/cuda/bf16_ops.cu: the layers of --precision bf16 on a GPU (kernels/cpu/bf16_ops.h has
+// kernels/cuda/bf16_ops.cu: the layers of bf16 precision on a GPU (kernels/cpu/bf16_ops.h has
 // the contract: bf16-rounded operands, fp32 accumulation, fp32 results).
 //   linear: operands converted to bf16 (round to nearest even) into blocks of the caching
 //           allocator, then cublasGemmEx with CUDA_R_16BF operands, an fp32 output and
@@ -6,7 +6,7 @@
 //   conv2d: operands rounded to bf16 values held in fp32, then the fp32 cuDNN convolutions of
 //           conv2d.cu (FMA math): the same numbers as the CPU's bf16 kernels, without cuDNN's
 //           bf16 tensor-core path (its legacy API needs bf16 outputs too; not yet done).
-//   --cuda-kernels engine: both weight gradients are the engine's fixed-order kernel
+//   CudaKernels::Engine: both weight gradients are the engine's fixed-order kernel
 //           (wgrad.cu), which rounds each operand to bf16 as it loads it (fp32 sums); the linear
 //           forward is cuBLASLt on the bf16 copies with the bias in its epilogue (linear_lt.cu);
 //           conv2d's forward and input gradient are im2col + bf16 GemmEx (conv_bf16.cu).

@@ -7,7 +7,7 @@
 // Math is CUDNN_FMA_MATH: plain FP32, no TF32, so results stay within float rounding of the CPU
 // kernels. Workspace comes from the caching allocator and goes back right after the call is queued:
 // everything runs on the compute stream, so the next user of that block is queued after this
-// convolution. --cuda-kernels engine: the weight gradient is the engine's own
+// convolution. CudaKernels::Engine: the weight gradient is the engine's own
 // (kernels/cuda/wgrad.cu); the forward and the input gradient stay cuDNN's (their deterministic
 // choices are fast).
 #include <cudnn.h>

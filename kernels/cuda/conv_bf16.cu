@@ -1,5 +1,5 @@
-// kernels/cuda/conv_bf16.cu: conv2d's forward and input gradient under --precision bf16 and
-// --cuda-kernels engine, on tensor cores with the CPU's semantics (bf16 operands, fp32 sums, fp32
+// kernels/cuda/conv_bf16.cu: conv2d's forward and input gradient under bf16 precision and
+// CudaKernels::Engine, on tensor cores with the CPU's semantics (bf16 operands, fp32 sums, fp32
 // results): im2col in bf16, then one cuBLAS GemmEx per sample (strided batched, CUDA_R_16BF
 // operands, fp32 output, CUBLAS_COMPUTE_32F), where cuDNN's legacy API would take bf16 inputs
 // only with a bf16 output. Per sample n, row-major, with K = c_in*kh*kw and P = oh*ow:

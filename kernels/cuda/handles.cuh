@@ -10,7 +10,7 @@
 namespace engine::kernels::cuda {
 
 cublasHandle_t cublas_handle(int device);
-// cuBLASLt (--cuda-kernels engine); its calls take the stream themselves.
+// cuBLASLt (CudaKernels::Engine); its calls take the stream themselves.
 cublasLtHandle_t cublaslt_handle(int device);
 cudnnHandle_t cudnn_handle(int device);
 

@@ -45,21 +45,21 @@ void channel_sum(int device, const float* x, float* out, int64_t n, int64_t c, i
 // answer), where multiplying by 0 would keep NaN and Inf left in a fresh block.
 void scale_or_zero(int device, float* dst, int64_t count, float beta);
 
-// --cuda-kernels engine (kernels/cuda/wgrad.cu): dw = beta * dw + the weight gradient, and db
+// CudaKernels::Engine (kernels/cuda/wgrad.cu): dw = beta * dw + the weight gradient, and db
 // likewise when not null, in a fixed order of sums; round_bf16: operands rounded to bf16 first.
 void engine_conv2d_wgrad(int device, const float* x, const float* dy, float* dw, float* db,
                          const Conv2dShape& s, float beta, bool round_bf16);
 void engine_linear_wgrad(int device, const float* dy, const float* x, float* dw,
                          const LinearShape& s, float beta, bool round_bf16);
 
-// --precision bf16 under --cuda-kernels engine (kernels/cuda/conv_bf16.cu): im2col + bf16 GemmEx
+// bf16 precision under CudaKernels::Engine (kernels/cuda/conv_bf16.cu): im2col + bf16 GemmEx
 // on tensor cores, fp32 sums and results; the input gradient gathered back (col2im), no atomics.
 void engine_conv2d_forward_bf16(int device, const float* x, const float* w, const float* b,
                                 float* y, const Conv2dShape& s);
 void engine_conv2d_backward_input_bf16(int device, const float* dy, const float* w, float* dx,
                                        const Conv2dShape& s);
 
-// --cuda-kernels engine (kernels/cuda/linear_lt.cu): y (N, out) = x w^T + b on cuBLASLt, the
+// CudaKernels::Engine (kernels/cuda/linear_lt.cu): y (N, out) = x w^T + b on cuBLASLt, the
 // bias added by the GEMM's epilogue; b may be null; x and w fp32, or bf16 when bf16 (y fp32
 // either way). One algorithm per shape, no in-place split-K: deterministic.
 void engine_linear_forward(int device, const void* x, const void* w, const float* b, float* y,

@@ -8,7 +8,7 @@
 //   backward dw  dw (out,in) = dy^T x   <=>  dw^T (in,out) = x^T dy   : gemm(N, T, in, out, N)
 // where w (out,in) row-major is w^T (in,out) column-major with ld = in, x^T is x with ld = in,
 // and dy^T is dy with ld = out.
-// --cuda-kernels engine: the forward on cuBLASLt with the bias in its epilogue (linear_lt.cu), the
+// CudaKernels::Engine: the forward on cuBLASLt with the bias in its epilogue (linear_lt.cu), the
 // weight gradient the engine's fixed-order kernel (wgrad.cu).
 #include "core/error.h"
 #include "kernels/choice.h"

@@ -1,8 +1,8 @@
-// kernels/cuda/linear_lt.cu: the linear forward of --cuda-kernels engine on cuBLASLt, the bias
+// kernels/cuda/linear_lt.cu: the linear forward of CudaKernels::Engine on cuBLASLt, the bias
 // added by the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS) instead of a broadcast kernel before it.
 // Column-major, as linear.cu: y^T (out, N) = w x^T + b, with op(A) = w^T read as (in, out) with
 // ld = in, transposed; B = x^T (in, N) with ld = in; D = y^T (out, N) with ld = out; the bias is
-// per row of D. FP32 operands, or bf16 ones (--precision bf16: tensor cores, fp32 sums and an
+// per row of D. FP32 operands, or bf16 ones (bf16 precision: tensor cores, fp32 sums and an
 // fp32 output), with CUBLAS_COMPUTE_32F (no TF32). Per (device, shape, bias, alignment, operand
 // type) a plan keeps the descriptors and the heuristic's first algorithm, found once, so
 // every call of a shape runs the same kernel; split-K only with a separate reduction step (never

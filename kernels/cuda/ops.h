@@ -55,7 +55,7 @@ ENGINE_CUDA_OP(void conv2d_backward_weight(int device, const float* x, const flo
 ENGINE_CUDA_OP(void conv2d_backward_bias(int device, const float* dy, float* db,
                                          const Conv2dShape& s, float beta))
 
-// ---- the same layers in bf16 (--precision bf16; kernels/cpu/bf16_ops.h has the contract:
+// ---- the same layers in bf16 (bf16 precision; kernels/cpu/bf16_ops.h has the contract:
 // bf16-rounded operands, fp32 accumulation, fp32 results; kernels/cuda/bf16_ops.cu the how) ----
 ENGINE_CUDA_OP(void linear_forward_bf16(int device, const float* x, const float* w, const float* b,
                                         float* y, const LinearShape& s))
@@ -141,7 +141,7 @@ ENGINE_CUDA_OP(void adam_step(int device, float* param, const float* grad, float
                               int64_t count, const AdamConfig& c, int64_t step))
 // Fused multi-tensor forms (kernels/optim.h OptimTensor): every tensor in one launch (up to 32
 // per launch), the table in the kernel's parameters. Not yet run on a GPU: nn/optim uses them
-// only with kernels::cuda_kernels() == Engine (--cuda-kernels engine).
+// only with kernels::cuda_kernels() == Engine (CudaKernels::Engine).
 ENGINE_CUDA_OP(void sgd_step_multi(int device, const OptimTensor* ts, int64_t n,
                                    const SgdConfig& c))
 ENGINE_CUDA_OP(void adam_step_multi(int device, const OptimTensor* ts, int64_t n,

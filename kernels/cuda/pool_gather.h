@@ -1,5 +1,5 @@
 // kernels/cuda/pool_gather.h: the engine's max-pool backward for one input element
-// (kernels/cuda/pool.cu, --cuda-kernels engine), host-device so the CPU tests run it against the
+// (kernels/cuda/pool.cu, CudaKernels::Engine), host-device so the CPU tests run it against the
 // reference. A gather: the element sums, in window order, dy of each window covering it whose
 // argmax is that element; no atomics, so overlapping windows sum in one fixed order. In int32
 // (the caller checks the tensors are under 2^31 elements): 64-bit division is a long software

@@ -34,7 +34,7 @@ __global__ void log_softmax_backward_kernel(const float* dy, const float* y, flo
 // One block: loss = mean_i -logp[i, target[i]]. A target outside [0, c) is never read through:
 // its row adds NaN, so the loss is NaN (no host read here: the training data's labels are
 // checked on the host when the data is opened, and a NaN loss shows at the progress line and to
-// --nonfinite).
+// the non-finite guard).
 __global__ void __launch_bounds__(kThreads)
     nll_loss_forward_kernel(const float* logp, const int64_t* target, float* loss, int64_t n,
                             int64_t c) {

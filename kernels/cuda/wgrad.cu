@@ -1,10 +1,10 @@
-// kernels/cuda/wgrad.cu: the engine's weight gradient of conv2d and linear (--cuda-kernels
-// engine), a GEMM with a long, fixed-order reduction (kernels/cuda/wgrad_plan.h has the plan).
-// Pass 1, one block per (tile of dw, slice of positions): TM x TN outputs, each thread RM x RN of
-// them, summed over the slice's positions in order, kWgradChunk at a time through shared memory;
-// the blocks of the first column of tiles also sum dy over the slice (the bias gradient, output
-// column k). Pass 2 adds the slices' partial sums in slice order (one block per 32 outputs: 8
-// rows of threads take every 8th slice, then thread row 0 adds the 8 in order). With one slice,
+// kernels/cuda/wgrad.cu: the engine's weight gradient of conv2d and linear
+// (CudaKernels::Engine), a GEMM with a long, fixed-order reduction (kernels/cuda/wgrad_plan.h has
+// the plan). Pass 1, one block per (tile of dw, slice of positions): TM x TN outputs, each thread
+// RM x RN of them, summed over the slice's positions in order, kWgradChunk at a time through shared
+// memory; the blocks of the first column of tiles also sum dy over the slice (the bias gradient,
+// output column k). Pass 2 adds the slices' partial sums in slice order (one block per 32 outputs:
+// 8 rows of threads take every 8th slice, then thread row 0 adds the 8 in order). With one slice,
 // pass 1 writes the results itself. No atomics: the same sums in the same order on every run.
 // With Round (the bf16 layers) each operand is rounded to bf16 as it is loaded: the CPU's
 // semantics (bf16 operands, fp32 sums) without a rounded copy.

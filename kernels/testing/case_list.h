@@ -1,6 +1,6 @@
 // kernels/testing/case_list.h: what the check and perf tables (table_check.cpp, table_perf.cpp)
 // share to write their cases: a list to add to, and the factory of an op's CPU or CUDA Op; the
-// engine twins of CUDA cases (--cuda-kernels engine, kernels/choice.h).
+// engine twins of CUDA cases (CudaKernels::Engine, kernels/choice.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -79,7 +79,7 @@ class CaseList {
     c.make = std::move(make);
     cases_.push_back(std::move(c));
   }
-  // The CUDA case `name`/engine: make's Op under --cuda-kernels engine (not on the CPU).
+  // The CUDA case `name`/engine: make's Op under CudaKernels::Engine (not on the CPU).
   void add_engine(const std::string& name, Ceiling ceiling, MakeOp make) {
     KernelCase c;
     c.name = name + "/engine";

@@ -29,7 +29,7 @@ struct KernelCase {
   Precision precision = Precision::FP32;  // BF16 needs AVX512_BF16 (CPU only)
   bool cpu = true;                        // runs on the CPU
   bool cuda = false;                      // runs on a CUDA device too
-  // A CUDA case run under --cuda-kernels engine (kernels/choice.h): the twin of the case named
+  // A CUDA case run under CudaKernels::Engine (kernels/choice.h): the twin of the case named
   // as this one less its "/engine" suffix, which runs the library's kernels.
   bool engine = false;
   // The case's Op with its inputs: the CPU kernels when device < 0, else on cuda:device.

@@ -1,7 +1,7 @@
 // kernels/testing/table_check.cpp: the check cases (table.h check_cases): the models' layers at
 // small batches, then awkward shapes. The cases marked for CUDA are the ones checked on a GPU so
 // far (the models' layers and a strided convolution); the others run on the CPU only. The /engine
-// cases: the CUDA kernels of --cuda-kernels engine, at every shape (CUDA only).
+// cases: the CUDA kernels of CudaKernels::Engine, at every shape (CUDA only).
 #include <utility>
 
 #include "kernels/testing/case_list.h"
@@ -41,7 +41,7 @@ void add_linear(CaseList& l) {
     for (ConvPass p : kPasses)
       l.add(name + pass_name(p), Ceiling::Compute,
             either<LinearOp, CudaLinearOp>(p, LinearShape{s[0], s[1], s[2]}), model);
-    // --cuda-kernels engine's own forward and weight gradient, at every shape.
+    // CudaKernels::Engine's own forward and weight gradient, at every shape.
     for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardWeight})
       l.add_engine(name + pass_name(p), Ceiling::Compute,
                    either<LinearOp, CudaLinearOp>(p, LinearShape{s[0], s[1], s[2]}));
@@ -86,7 +86,7 @@ void add_conv2d(CaseList& l) {
         l.add("conv2d/" + conv_name(s) + "/" + algo_name + "/" + pass_name(p), Ceiling::Compute,
               make, cuda);
       }
-    // --cuda-kernels engine's own weight gradient (with the bias), at every shape.
+    // CudaKernels::Engine's own weight gradient (with the bias), at every shape.
     const ConvPass wgrad = ConvPass::BackwardWeight;
     l.add_engine("conv2d/" + conv_name(s) + "/" + pass_name(wgrad), Ceiling::Compute,
                  either<Conv2dOp, CudaConv2dOp>(wgrad, s));
@@ -95,7 +95,7 @@ void add_conv2d(CaseList& l) {
 
 // The models' layers at batch 8 (big enough for the vdpbf16ps GEMM), a strided and an empty one
 // (the rounding path), checked against ref:: on operands rounded to bf16. CPU, and the
-// /engine twins of the passes --cuda-kernels engine runs its own way on CUDA.
+// /engine twins of the passes CudaKernels::Engine runs its own way on CUDA.
 void add_bf16(CaseList& l) {
   const Precision bf16 = Precision::BF16;
   const int64_t linear[][3] = {{8, 3136, 128}, {8, 128, 10}, {8, 1568, 10},
@@ -110,7 +110,7 @@ void add_bf16(CaseList& l) {
           "linear_bf16/" + i(s[0]) + "x" + i(s[1]) + "x" + i(s[2]) + "/" + pass_name(p);
       const LinearShape shape{s[0], s[1], s[2]};
       l.add(name, Ceiling::Compute, cpu_op<LinearOp>(p, shape, bf16), false, bf16);
-      // --cuda-kernels engine's bf16 forward and weight gradient (CUDA only).
+      // CudaKernels::Engine's bf16 forward and weight gradient (CUDA only).
       if (p != ConvPass::BackwardInput)
         l.add_engine(name, Ceiling::Compute,
                      [=](int d) { return std::make_unique<CudaLinearOp>(d, p, shape, bf16); });
@@ -118,7 +118,7 @@ void add_bf16(CaseList& l) {
     for (const Conv2dShape& s : convs) {
       const std::string name = "conv2d_bf16/" + conv_name(s) + "/" + pass_name(p);
       l.add(name, Ceiling::Compute, cpu_op<Conv2dOp>(p, s, cpu::ConvAlgo::Auto, bf16), false, bf16);
-      // --cuda-kernels engine's bf16 convolutions, every pass (CUDA only).
+      // CudaKernels::Engine's bf16 convolutions, every pass (CUDA only).
       l.add_engine(name, Ceiling::Compute,
                    [=](int d) { return std::make_unique<CudaConv2dOp>(d, p, s, bf16); });
     }
@@ -137,7 +137,7 @@ void add_pool_relu(CaseList& l, bool bwd) {
     const std::string name = "max_pool2d/" + i(s.n) + "x" + i(s.c) + "x" + i(s.h) + "x" + i(s.w) +
                              "_k" + i(s.k) + "_s" + i(s.stride) + "/" + dir_name(bwd);
     l.add(name, Ceiling::Memory, either<MaxPool2dOp, CudaMaxPool2dOp>(bwd, s), k++ < 3);
-    if (bwd)  // --cuda-kernels engine's gather, at every shape
+    if (bwd)  // CudaKernels::Engine's gather, at every shape
       l.add_engine(name, Ceiling::Memory, either<MaxPool2dOp, CudaMaxPool2dOp>(bwd, s));
   }
   k = 0;

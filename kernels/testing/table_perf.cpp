@@ -2,7 +2,7 @@
 // models (sites.h) at batch 64 and 128, each pass, as bench_kernels names and orders its rows.
 // linear_bf16/ and conv2d_bf16/: the same GEMM-shaped layers in bf16 (the CPU's rows where it
 // has AVX512_BF16; CUDA's always). A row ending
-// /engine: the CUDA row before it under --cuda-kernels engine (kernels/choice.h).
+// /engine: the CUDA row before it under CudaKernels::Engine (kernels/choice.h).
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/testing/case_list.h"
 
@@ -22,7 +22,7 @@ Conv2dShape conv_shape(const ConvSite& c, int64_t n) {
   return {n, c.c_in, c.h, c.w, c.c_out, c.k, c.k, 1, c.pad};
 }
 
-// Where --cuda-kernels engine has kernels of its own: linear's forward and weight gradient,
+// Where CudaKernels::Engine has kernels of its own: linear's forward and weight gradient,
 // conv2d's weight gradient.
 bool engine_linear(ConvPass p) {
   return p != ConvPass::BackwardInput;
@@ -53,9 +53,9 @@ void add_gemm_shaped(CaseList& l) {
       }
 }
 
-// The same layers under --precision bf16: on the CPU where it has AVX512_BF16 (kernels/cpu/
+// The same layers under bf16 precision: on the CPU where it has AVX512_BF16 (kernels/cpu/
 // bf16_ops.h), and on CUDA (kernels/cuda/bf16_ops.cu), each CUDA row then its /engine twin where
-// --cuda-kernels engine runs it its own way (every bf16 conv2d pass, linear's forward and weight
+// CudaKernels::Engine runs it its own way (every bf16 conv2d pass, linear's forward and weight
 // gradient).
 void add_gemm_shaped_bf16(CaseList& l) {
   const Precision bf16 = Precision::BF16;

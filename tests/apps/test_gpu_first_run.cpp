@@ -48,8 +48,9 @@ TEST(GpuFirstRun, ReadmeDocumentsTheScriptAndEveryStep) {
            "simplecnn --steps 20 --device cuda",
            "build-gpu/apps/train --model simplecnn --epochs 1 --device cuda --metrics "
            "out/gpu.jsonl",
-           "build-gpu/apps/launch --nproc-per-node 2 -- build-gpu/apps/train --model simplecnn "
-           "--dropout 0 --sharding sampler --shuffle off --steps 20 --device cuda --cuda-ring ipc",
+           "ENGINE_CUDA_RING=ipc build-gpu/apps/launch --nproc-per-node 2 -- build-gpu/apps/train "
+           "--model simplecnn --dropout 0 --sharding sampler --shuffle off --steps 20 --device "
+           "cuda",
            "nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv,noheader",
            "build-gpu/apps/bench_kernels --device cuda",
            "build-gpu/apps/allreduce_bench --world-size 2 --device cuda --backend nccl "

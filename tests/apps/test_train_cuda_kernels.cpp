@@ -1,6 +1,6 @@
-// tests/apps/test_train_cuda_kernels.cpp: train --cuda-kernels: on the CPU either value trains the
-// same bytes (the flag chooses CUDA kernels only); an unknown value is a usage error naming the
-// flag. The engine's kernels themselves: the kernel-case table's /engine cases, on a GPU.
+// tests/apps/test_train_cuda_kernels.cpp: train under ENGINE_CUDA_KERNELS: on the CPU either value
+// trains the same bytes (it chooses CUDA kernels only); an unknown value stops train naming the
+// variable. The engine's kernels themselves: the kernel-case table's /engine cases, on a GPU.
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -22,8 +22,9 @@ TEST_F(TrainTest, CudaKernelsChangeNothingOnTheCpu) {
   int i = 0;
   for (const char* k : {"library", "engine"}) {
     const std::string out = path(std::string(k) + ".safetensors");
-    RunResult r = run(kTrain + " --device cpu --threads 2 --model net --steps 3 --data-dir " +
-                      data_ + " --cuda-kernels " + k + " --save " + out);
+    RunResult r = run("ENGINE_CUDA_KERNELS=" + std::string(k) + " " + kTrain +
+                      " --device cpu --threads 2 --model net --steps 3 --data-dir " + data_ +
+                      " --save " + out);
     ASSERT_EQ(r.code, 0) << r.output;
     saved[i++] = bytes_of(out);
   }
@@ -32,10 +33,9 @@ TEST_F(TrainTest, CudaKernelsChangeNothingOnTheCpu) {
 }
 
 TEST_F(TrainTest, CudaKernelsRejectsAnUnknownValue) {
-  RunResult bad = run(kTrain + " --cuda-kernels fast --data-dir " + data_);
-  EXPECT_EQ(bad.code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("--cuda-kernels: 'fast' is not one of library|engine"),
-            std::string::npos)
+  RunResult bad = run("ENGINE_CUDA_KERNELS=fast " + kTrain + " --data-dir " + data_);
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("ENGINE_CUDA_KERNELS=fast: expected library|engine"), std::string::npos)
       << bad.output;
 }
 

@@ -43,21 +43,23 @@ TEST_F(TrainTest, DataParallelAndCudaCollectiveFlagsGiveClearErrors) {
   r = run(base + " --device cpu --backend nccl");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--backend ring"), std::string::npos) << r.output;
-  r = run(base + " --backend nccl --cuda-ring staged");
+  r = run("ENGINE_CUDA_RING=staged " + base + " --backend nccl");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--backend nccl does not use it"), std::string::npos) << r.output;
-  r = run(base + " --device cpu --cuda-ring ipc");
+  r = run("ENGINE_CUDA_RING=ipc " + base + " --device cpu");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("--cuda-ring"), std::string::npos) << r.output;
-  r = run(base + " --cuda-ring staged --cuda-ring-protocol ll");
+  EXPECT_NE(r.output.find("ENGINE_CUDA_RING=ipc applies to GPUs"), std::string::npos) << r.output;
+  r = run("ENGINE_CUDA_RING=staged ENGINE_RING_PROTOCOL=ll " + base);
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("--cuda-ring-protocol chooses"), std::string::npos) << r.output;
-  r = run(base + " --cuda-ring staged --cuda-ring-channels 16");
+  EXPECT_NE(r.output.find("ENGINE_RING_PROTOCOL=ll chooses"), std::string::npos) << r.output;
+  r = run("ENGINE_CUDA_RING=staged ENGINE_RING_CHANNELS=16 " + base);
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("--cuda-ring-channels sets"), std::string::npos) << r.output;
-  r = run(base + " --cuda-ring ipc --cuda-ring-channels 33");
+  EXPECT_NE(r.output.find("ENGINE_RING_CHANNELS=16 sets"), std::string::npos) << r.output;
+  r = run("ENGINE_CUDA_RING=ipc ENGINE_RING_CHANNELS=33 " + base);
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("--cuda-ring-channels must be 0..32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ENGINE_RING_CHANNELS=33: expected an integer 0 .. 32"),
+            std::string::npos)
+      << r.output;
   if (cuda_device_count() == 0) {
     r = run(base + " --mode dp");
     EXPECT_NE(r.code, 0);
@@ -89,10 +91,13 @@ TEST_F(TrainTest, TwoGpuRanksTrainLikeOneOverEveryCudaPath) {
       data_;
   RunResult one = run(kTrain + args + " --save " + path("one.safetensors"));
   ASSERT_EQ(one.code, 0) << one.output;
-  for (const char* path_args : {"--backend nccl", "--cuda-ring staged", "--cuda-ring ipc"}) {
+  for (const char* path_args : {"ENGINE_CUDA_RING=auto --backend nccl", "ENGINE_CUDA_RING=staged",
+                                "ENGINE_CUDA_RING=ipc"}) {
+    const std::string s = path_args, env = s.substr(0, s.find(' ')),
+                      flags = s.find(' ') == std::string::npos ? "" : s.substr(s.find(' '));
     RunResult two =
-        run(kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) + " -- " +
-            kTrain + args + " " + path_args + " --timeout 60 --save " + path("two.safetensors"));
+        run(env + " " + kLaunchBin + " --nproc-per-node 2 --master-port " + std::to_string(port()) +
+            " -- " + kTrain + args + flags + " --timeout 60 --save " + path("two.safetensors"));
     ASSERT_EQ(two.code, 0) << path_args << "\n" << two.output;
     EXPECT_LT(max_abs_diff(path("one.safetensors"), path("two.safetensors")), 1e-4) << path_args;
   }

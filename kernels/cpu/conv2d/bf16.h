@@ -1,4 +1,4 @@
-// kernels/cpu/conv2d/bf16.h: the convolution in bf16 (--precision bf16), part of the bf16 layers
+// kernels/cpu/conv2d/bf16.h: the convolution in bf16 (bf16 precision), part of the bf16 layers
 // of kernels/cpu/bf16_ops.h (which includes this and has the contract): operands rounded to bf16,
 // products summed in fp32, fp32 results; shapes and contracts those of conv2d.h. Each throws
 // unless the CPU has AVX512_BF16. Checked against ref::conv2d_*_bf16 (reference.h).

@@ -12,7 +12,7 @@
 //      direct_flat.cpp (vectors over output positions: ConvAlgo::Flat),
 //      direct_channel_vector.cpp (vectors over 16 output channels: ConvAlgo::ChannelVector) and
 //      direct_one_channel.cpp (the forward of a one-channel input: a model's first layer).
-//   4. bf16 (--precision bf16): bf16.h, bf16.cpp (which pass takes which path),
+//   4. bf16 (bf16 precision): bf16.h, bf16.cpp (which pass takes which path),
 //      reference_bf16.cpp (the rounding reference), bf16_flat.h, bf16_flat.cpp (the stride-1
 //      passes on the bf16 GEMM of kernels/cpu/gemm_bf16.h).
 // The passes are named forward, backward_input (dx), backward_weight (dw, with db fused) and
