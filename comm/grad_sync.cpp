@@ -146,7 +146,9 @@ int64_t GradSync::bytes_per_step(int64_t step) const {
 void GradSync::on_grad_ready(size_t i, const Tensor& g) {
   if (!armed_) return;
   pack(i, g);
-  if (--buckets_[bucket_of_[i]]->pending == 0) launch(bucket_of_[i]);
+  Bucket* b = buckets_[bucket_of_[i]];
+  b->pending -= 1;
+  if (b->pending == 0) launch(bucket_of_[i]);
 }
 
 void GradSync::pack(size_t i, const Tensor& g) {
