@@ -15,7 +15,7 @@
 namespace engine::comm {
 
 struct GradSync::Bucket {
-  Tensor flat;         // (count) packed gradients, on the parameters' device
+  Tensor flat;         // (count) packed gradients, on the parameters' device (a codec's: host)
   size_t pending = 0;  // gradients not yet packed this step
   bool launched = false;
   Work work;           // on the communication thread
