@@ -46,8 +46,8 @@ namespace engine::comm {
 // all_reduce in two levels when the ranks span hosts (comm/groups/two_level.cpp): reduce inside
 // each host, all_reduce among one leader per host, broadcast inside each host. Auto: when there
 // is more than one host, every host has more than one rank and CommOptions::algo is Auto (a named
-// algorithm, --algo ring, keeps it flat); On: whenever there is more than one host; Off: the flat
-// algorithm always.
+// algorithm, Algo::Ring say, keeps it flat); On: whenever there is more than one host; Off: the
+// flat algorithm always.
 enum class TwoLevel { Auto, On, Off };
 const char* two_level_name(TwoLevel t);
 // "auto", "on" or "off"; engine::Error otherwise.

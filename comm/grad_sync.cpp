@@ -9,12 +9,13 @@
 
 #include "core/cuda_backend.h"
 #include "core/error.h"
+#include "core/sync_guard.h"
 #include "core/trace.h"
 
 namespace engine::comm {
 
 struct GradSync::Bucket {
-  Tensor flat;         // (count) packed gradients, on the parameters' device
+  Tensor flat;         // (count) packed gradients, on the parameters' device (a codec's: host)
   size_t pending = 0;  // gradients not yet packed this step
   bool launched = false;
   Work work;           // on the communication thread
@@ -42,6 +43,19 @@ const char* sync_mode_name(SyncMode m) {
 
 GradSync::GradSync(Communicator& comm, NamedParams params, SyncMode mode, size_t bucket_bytes)
     : comm_(comm), params_(std::move(params)), mode_(mode) {
+  check_params();
+  if (mode_ == SyncMode::Bucketed) plan_buckets(bucket_bytes);
+}
+
+GradSync::GradSync(Communicator& comm, NamedParams params, std::unique_ptr<BucketCodec> codec,
+                   size_t bucket_bytes)
+    : comm_(comm), params_(std::move(params)), mode_(SyncMode::Bucketed), codec_(std::move(codec)) {
+  check_params();
+  plan_buckets(bucket_bytes);
+  codec_->plan(params_, bucket_params_, offset_of_);
+}
+
+void GradSync::check_params() {
   for (auto& [n, p] : params_) {
     ENGINE_CHECK(p.dtype() == DType::F32, "gradient sync: parameter '", n, "' must be float32");
     ENGINE_CHECK(p.device() == params_.front().second.device(), "gradient sync: parameter '", n,
@@ -49,12 +63,15 @@ GradSync::GradSync(Communicator& comm, NamedParams params, SyncMode mode, size_t
                  params_.front().second.device().str(), ": one device per rank");
   }
   if (!params_.empty()) device_ = params_.front().second.device();
-  if (mode_ != SyncMode::Bucketed) return;
+}
+
+void GradSync::plan_buckets(size_t bucket_bytes) {
   ENGINE_CHECK(bucket_bytes >= 4, "gradient sync: bucket size ", bucket_bytes,
                " bytes is too small");
   // Reverse order: the last layer's gradients are final first during backward.
   bucket_of_.resize(params_.size());
   offset_of_.resize(params_.size());
+  packed_.assign(params_.size(), 0);
   size_t bytes = 0;
   for (size_t i = params_.size(); i-- > 0;) {
     size_t nb = params_[i].second.nbytes();
@@ -71,7 +88,9 @@ GradSync::GradSync(Communicator& comm, NamedParams params, SyncMode mode, size_t
     auto* b = new Bucket;
     size_t count = 0;
     for (size_t i : members) count += params_[i].second.numel();
-    b->flat = Tensor::zeros({static_cast<int64_t>(count)}, DType::F32, device_);
+    // A codec works on host memory: its buckets live there whatever the parameters' device.
+    b->flat =
+        Tensor::zeros({static_cast<int64_t>(count)}, DType::F32, codec_ ? Device::cpu() : device_);
     buckets_.push_back(b);
   }
   for (size_t i = 0; i < params_.size(); ++i)
@@ -96,8 +115,9 @@ GradSync::~GradSync() {
 }
 
 void GradSync::begin(int64_t step) {
-  (void)step;
+  step_ = step;
   armed_ = true;
+  std::fill(packed_.begin(), packed_.end(), 0);
   for (size_t k = 0; k < buckets_.size(); ++k) {
     buckets_[k]->pending = bucket_params_[k].size();
     buckets_[k]->launched = false;
@@ -106,25 +126,49 @@ void GradSync::begin(int64_t step) {
   }
 }
 
+int64_t ring_send_bytes(int64_t nbytes, int world) {
+  return world > 1 ? 2 * (world - 1) * nbytes / world : 0;
+}
+
 int64_t GradSync::bytes_per_step(int64_t step) const {
-  (void)step;
+  const int world = comm_.size();
+  if (codec_) {
+    int64_t sum = 0;
+    for (size_t k = 0; k < buckets_.size(); ++k)
+      sum += codec_->bytes(k, static_cast<size_t>(buckets_[k]->flat.numel()), step, world);
+    return sum;
+  }
   int64_t count = 0;
   for (const auto& [name, p] : params_) count += p.numel();
-  const int64_t world = comm_.size();
-  return 2 * (world - 1) * count * 4 / world;
+  return ring_send_bytes(count * 4, world);
 }
 
 void GradSync::on_grad_ready(size_t i, const Tensor& g) {
   if (!armed_) return;
+  pack(i, g);
   Bucket* b = buckets_[bucket_of_[i]];
-  // On a GPU the copy is queued on the compute stream, behind the kernel that made g.
-  b->flat.flat_slice(static_cast<int64_t>(offset_of_[i]), g.numel()).copy_from(g);
-  if (--b->pending == 0) launch(bucket_of_[i]);
+  b->pending -= 1;
+  if (b->pending == 0) launch(bucket_of_[i]);
+}
+
+void GradSync::pack(size_t i, const Tensor& g) {
+  Tensor slot = buckets_[bucket_of_[i]]->flat.flat_slice(static_cast<int64_t>(offset_of_[i]),
+                                                         params_[i].second.numel());
+  packed_[i] = 1;
+  if (!g.defined()) {
+    slot.fill_(0.0f);  // no gradient this step: zeros stand in
+  } else if (codec_) {
+    sync_guard::Allow host_staged;  // a CUDA gradient is read back into the codec's host bucket
+    slot.copy_from(g);
+  } else {
+    slot.copy_from(g);  // on a GPU queued on the compute stream, behind the kernel that made g
+  }
 }
 
 void GradSync::launch(size_t k) {
   Bucket* b = buckets_[k];
   b->launched = true;
+  if (codec_) return launch_codec(k);
   Tensor flat = b->flat;
   // On a GPU the bucket's all_reduce waits (on the device) for this point of the compute stream:
   // its gradients are packed, and the rest of backward goes on beside it.
@@ -150,41 +194,55 @@ void GradSync::launch(size_t k) {
   });
 }
 
+// The codec's work on the communication thread; a CUDA gradient reached the host bucket by its
+// hook's copy, so nothing here touches the device.
+void GradSync::launch_codec(size_t k) {
+  Bucket* b = buckets_[k];
+  BucketCodec* codec = codec_.get();
+  float* data = b->flat.data<float>();
+  const size_t count = static_cast<size_t>(b->flat.numel());
+  const int64_t step = step_;
+  b->work = comm_.submit([codec, data, count, k, step, what = codec->name()](Communicator& c) {
+    if (trace::enabled()) trace::set_thread_name("comm");
+    trace::Scope ts(what, "comm");
+    ts.arg("bucket", k).arg("bytes", count * 4);
+    codec->reduce(c, k, data, count, step);
+  });
+}
+
+void GradSync::finish_bucketed() {
+  // Buckets not launched during backward (no hooks, or a parameter without a gradient): what
+  // was not packed is packed now (zeros for no gradient), then they launch in order.
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (buckets_[k]->launched) continue;
+    for (size_t i : bucket_params_[k])
+      if (!packed_[i]) pack(i, params_[i].second.grad());
+    launch(k);
+  }
+  {
+    trace::Scope ts("allreduce wait", "comm");
+    for (Bucket* b : buckets_) {
+      if (b->queued.defined()) {
+        b->queued.block(cuda::Stream::Compute);  // the device waits, not the host
+        b->queued = cuda::Event();
+      } else {
+        b->work.wait();
+      }
+    }
+    if (device_.is_cuda() && !codec_) comm_.check_queued();
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    if (!p.grad().defined()) p.set_grad(Tensor::empty(p.shape(), DType::F32, p.device()));
+    p.grad().copy_from(
+        buckets_[bucket_of_[i]]->flat.flat_slice(static_cast<int64_t>(offset_of_[i]), p.numel()));
+  }
+}
+
 void GradSync::finish() {
   armed_ = false;
+  if (mode_ == SyncMode::Bucketed) return finish_bucketed();
   const int world = comm_.size();
-  if (mode_ == SyncMode::Bucketed) {
-    // Buckets whose parameters did not all get gradients: zeros stand in, then launch in order.
-    for (size_t k = 0; k < buckets_.size(); ++k) {
-      Bucket* b = buckets_[k];
-      if (b->launched) continue;
-      for (size_t i : bucket_params_[k])
-        if (!params_[i].second.grad().defined())
-          b->flat.flat_slice(static_cast<int64_t>(offset_of_[i]), params_[i].second.numel())
-              .fill_(0.0f);
-      launch(k);
-    }
-    {
-      trace::Scope ts("allreduce wait", "comm");
-      for (size_t k = 0; k < buckets_.size(); ++k) {
-        Bucket* b = buckets_[k];
-        if (b->queued.defined()) {
-          b->queued.block(cuda::Stream::Compute);  // the device waits, not the host
-          b->queued = cuda::Event();
-        } else {
-          b->work.wait();
-        }
-      }
-      if (device_.is_cuda()) comm_.check_queued();
-    }
-    for (size_t i = 0; i < params_.size(); ++i) {
-      Tensor& p = params_[i].second;
-      if (!p.grad().defined()) p.set_grad(Tensor::empty(p.shape(), DType::F32, p.device()));
-      p.grad().copy_from(
-          buckets_[bucket_of_[i]]->flat.flat_slice(static_cast<int64_t>(offset_of_[i]), p.numel()));
-    }
-    return;
-  }
   trace::Scope ts(mode_ == SyncMode::AllReduce ? "allreduce" : "reduce+broadcast", "comm");
   for (auto& [n, p] : params_) {
     if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), DType::F32, p.device()));

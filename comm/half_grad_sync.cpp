@@ -1,56 +1,55 @@
-// comm/half_grad_sync.cpp: gradients packed into bf16 or fp16, one all_reduce, widened back.
+// comm/half_grad_sync.cpp: the 16-bit bucket codec: round, all_reduce in bf16 or fp16, widen.
 #include "comm/half_grad_sync.h"
 
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
-#include "core/sync_guard.h"
-#include "core/trace.h"
 #include "kernels/half.h"
 
 namespace engine::comm {
+namespace {
 
-HalfGradSync::HalfGradSync(Communicator& comm, NamedParams params, DType wire)
-    : comm_(comm), params_(std::move(params)), wire_(wire) {
-  ENGINE_CHECK(wire_ == DType::BF16 || wire_ == DType::F16,
-               "gradient compression: the wire type must be BF16 or F16, got ", dtype_name(wire_));
-  for (const auto& [name, p] : params_) count_ += p.numel();
-}
+class HalfCodec : public BucketCodec {
+ public:
+  explicit HalfCodec(DType wire) : wire_(wire) {
+    ENGINE_CHECK(wire_ == DType::BF16 || wire_ == DType::F16,
+                 "gradient compression: the wire type must be BF16 or F16, got ",
+                 dtype_name(wire_));
+  }
+  void plan(const NamedParams&, const std::vector<std::vector<size_t>>&,
+            const std::vector<size_t>&) override {}  // elementwise: the layout does not matter
+
+  void reduce(Communicator& c, size_t, float* flat, size_t count, int64_t) override {
+    const bool bf16 = wire_ == DType::BF16;
+    std::vector<uint16_t> wire(count);
+    for (size_t i = 0; i < count; ++i)
+      wire[i] = bf16 ? kernels::bf16_from_f32(flat[i]) : kernels::f16_from_f32(flat[i]);
+    c.all_reduce(wire.data(), count, wire_, ReduceOp::Sum);
+    const float inv_world = 1.0f / static_cast<float>(c.size());
+    for (size_t i = 0; i < count; ++i)
+      flat[i] =
+          (bf16 ? kernels::f32_from_bf16(wire[i]) : kernels::f32_from_f16(wire[i])) * inv_world;
+  }
+
+  int64_t bytes(size_t, size_t count, int64_t, int world) const override {
+    return ring_send_bytes(static_cast<int64_t>(count) * 2, world);
+  }
+  std::string name() const override { return wire_ == DType::BF16 ? "bf16" : "fp16"; }
+
+ private:
+  DType wire_;
+};
+
+}  // namespace
+
+HalfGradSync::HalfGradSync(Communicator& comm, NamedParams params, DType wire, size_t bucket_bytes)
+    : GradSync(comm, std::move(params), std::make_unique<HalfCodec>(wire), bucket_bytes) {}
 
 void HalfGradSync::reduce() {
-  trace::Scope ts(wire_ == DType::BF16 ? "allreduce bf16" : "allreduce fp16", "comm");
-  const bool bf16 = wire_ == DType::BF16;
-  sync_guard::Allow host_staged;  // the gradients travel through host memory (a read per step)
-  std::vector<uint16_t> flat(static_cast<size_t>(count_), 0);
-  size_t at = 0;
-  for (const auto& [name, p] : params_) {
-    if (p.grad().defined()) {
-      const std::vector<float> g = p.grad().to_vector();
-      for (size_t i = 0; i < g.size(); ++i)
-        flat[at + i] = bf16 ? kernels::bf16_from_f32(g[i]) : kernels::f16_from_f32(g[i]);
-    }
-    at += static_cast<size_t>(p.numel());
-  }
-  comm_.all_reduce(flat.data(), flat.size(), wire_, ReduceOp::Sum);
-  const float inv_world = 1.0f / static_cast<float>(comm_.size());
-  at = 0;
-  for (auto& [name, p] : params_) {
-    std::vector<float> g(static_cast<size_t>(p.numel()));
-    for (size_t i = 0; i < g.size(); ++i)
-      g[i] = (bf16 ? kernels::f32_from_bf16(flat[at + i]) : kernels::f32_from_f16(flat[at + i])) *
-             inv_world;
-    at += g.size();
-    Tensor mean = Tensor::from_vector(g, p.shape(), p.device());
-    if (p.grad().defined())
-      p.grad().copy_from(mean);
-    else
-      p.set_grad(mean);
-  }
-}
-
-int64_t HalfGradSync::bytes_per_step() const {
-  const int64_t world = comm_.size();
-  return world > 1 ? 2 * (world - 1) * count_ * 2 / world : 0;
+  begin(0);
+  finish();
 }
 
 }  // namespace engine::comm

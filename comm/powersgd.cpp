@@ -1,32 +1,18 @@
-// comm/powersgd.cpp: PowerSGD's step on host matrices, its state, and its byte count.
+// comm/powersgd.cpp: PowerSGD's bucket codec on host matrices, its state, and its byte count.
 #include "comm/powersgd.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "core/trace.h"
 
 namespace engine::comm {
 namespace {
-
-// The parameter's gradient on the host (zeros when it has none), flat.
-std::vector<float> host_grad(const Tensor& p) {
-  std::vector<float> v(static_cast<size_t>(p.numel()), 0.0f);
-  if (!p.grad().defined()) return v;
-  Tensor h = p.grad().to(Device::cpu());
-  const float* d = h.data<float>();
-  v.assign(d, d + p.numel());
-  return v;
-}
-
-void set_grad(Tensor p, const std::vector<float>& v) {
-  Tensor g = Tensor::from_vector(v, p.shape(), p.device());
-  if (p.grad().defined())
-    p.grad().copy_from(g);
-  else
-    p.set_grad(g);
-}
 
 // Gram-Schmidt on the columns of a (rows x r), row-major, as PyTorch's
 // _orthogonalize_gram_schmidt (a tiny epsilon keeps a zero column finite).
@@ -45,8 +31,8 @@ void orthogonalise(std::vector<float>& a, int64_t rows, int64_t r) {
 }
 
 // out (rows x r) = m (rows x cols) . q (cols x r)
-void mul(const std::vector<float>& m, const std::vector<float>& q, int64_t rows, int64_t cols,
-         int64_t r, std::vector<float>& out) {
+void mul(const float* m, const std::vector<float>& q, int64_t rows, int64_t cols, int64_t r,
+         std::vector<float>& out) {
   out.assign(static_cast<size_t>(rows * r), 0.0f);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
@@ -54,58 +40,95 @@ void mul(const std::vector<float>& m, const std::vector<float>& q, int64_t rows,
 }
 
 // out (cols x r) = m^T (cols x rows) . p (rows x r)
-void mul_t(const std::vector<float>& m, const std::vector<float>& p, int64_t rows, int64_t cols,
-           int64_t r, std::vector<float>& out) {
+void mul_t(const float* m, const std::vector<float>& p, int64_t rows, int64_t cols, int64_t r,
+           std::vector<float>& out) {
   out.assign(static_cast<size_t>(cols * r), 0.0f);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
       for (int64_t k = 0; k < r; ++k) out[j * r + k] += m[i * cols + j] * p[i * r + k];
 }
 
-int64_t ring_bytes(int64_t count, int world) {
-  return world > 1 ? 2 * (world - 1) * count * 4 / world : 0;
+// One all_reduce over the vectors of `parts`, concatenated; each gets its part of the result.
+void all_reduce_parts(Communicator& c, std::vector<std::vector<float>*> parts, ReduceOp op) {
+  std::vector<float> flat;
+  for (auto* p : parts) flat.insert(flat.end(), p->begin(), p->end());
+  if (flat.empty()) return;
+  c.all_reduce(flat.data(), flat.size(), DType::F32, op);
+  size_t at = 0;
+  for (auto* p : parts) {
+    std::copy(flat.begin() + at, flat.begin() + at + p->size(), p->begin());
+    at += p->size();
+  }
 }
 
 }  // namespace
 
-PowerSgd::PowerSgd(Communicator& comm, NamedParams params, int rank, int64_t start, uint64_t seed)
-    : comm_(comm), params_(std::move(params)), rank_(rank), start_(start), seed_(seed) {
-  ENGINE_CHECK(rank_ >= 1, "powersgd: rank must be at least 1, got ", rank_);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i].second;
+class PowerSgdCodec : public BucketCodec {
+ public:
+  struct Matrix {
+    size_t param;
+    int64_t rows, cols;
+    size_t offset;                   // in its bucket
+    std::vector<float> error, q, p;  // (rows x cols), (cols x R), (rows x R); row-major
+    bool has_q = false;
+  };
+  struct Part {                                      // one bucket's
+    std::vector<size_t> matrices;                    // indices into matrices_
+    std::vector<std::pair<size_t, size_t>> vectors;  // (offset, count): travel uncompressed
+  };
+
+  PowerSgdCodec(int rank, int64_t start, uint64_t seed) : rank_(rank), start_(start), seed_(seed) {
+    ENGINE_CHECK(rank_ >= 1, "powersgd: rank must be at least 1, got ", rank_);
+  }
+  void plan(const NamedParams& params, const std::vector<std::vector<size_t>>& buckets,
+            const std::vector<size_t>& offset_of) override;
+  void reduce(Communicator& c, size_t bucket, float* flat, size_t count, int64_t step) override;
+  int64_t bytes(size_t bucket, size_t count, int64_t step, int world) const override;
+  std::string name() const override { return "powersgd:" + std::to_string(rank_); }
+
+  NamedParams gather_state(Communicator& c) const;
+  void load_state(int my_rank, const NamedParams& state);
+  size_t compressed_count() const { return matrices_.size(); }
+
+ private:
+  void init_q(Matrix& m) const;
+  void compress(Communicator& c, const Part& part, float* flat);
+
+  int rank_;
+  int64_t start_;
+  uint64_t seed_;
+  NamedParams params_;
+  std::vector<Matrix> matrices_;  // in parameter order
+  std::vector<Part> parts_;       // per bucket
+};
+
+void PowerSgdCodec::plan(const NamedParams& params, const std::vector<std::vector<size_t>>& buckets,
+                         const std::vector<size_t>& offset_of) {
+  params_ = params;
+  std::vector<size_t> matrix_of(params.size(), SIZE_MAX);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i].second;
     const int64_t rows = p.dim() >= 2 ? p.size(0) : 0, cols = rows ? p.numel() / rows : 0;
     // As PyTorch's _should_compress with min_compression_rate 2.
-    if (p.dim() < 2 || (rows + cols) * rank_ * 2 >= rows * cols) {
-      vectors_.push_back(i);
-      continue;
-    }
-    Matrix m;
-    m.param = i;
-    m.rows = rows;
-    m.cols = cols;
+    if (p.dim() < 2 || (rows + cols) * rank_ * 2 >= rows * cols) continue;
+    matrix_of[i] = matrices_.size();
+    Matrix m{i, rows, cols, offset_of[i], {}, {}, {}, false};
     m.error.assign(static_cast<size_t>(rows * cols), 0.0f);
     matrices_.push_back(std::move(m));
   }
-}
-
-void PowerSgd::reduce_uncompressed(const std::vector<size_t>& which) {
-  std::vector<float> flat;
-  for (size_t i : which) {
-    std::vector<float> g = host_grad(params_[i].second);
-    flat.insert(flat.end(), g.begin(), g.end());
-  }
-  if (flat.empty()) return;
-  comm_.all_reduce(flat.data(), flat.size(), DType::F32, ReduceOp::Avg);
-  size_t at = 0;
-  for (size_t i : which) {
-    const Tensor& p = params_[i].second;
-    std::vector<float> g(flat.begin() + at, flat.begin() + at + p.numel());
-    set_grad(p, g);
-    at += static_cast<size_t>(p.numel());
+  for (const auto& members : buckets) {
+    Part part;
+    for (size_t i : members) {
+      if (matrix_of[i] != SIZE_MAX)
+        part.matrices.push_back(matrix_of[i]);
+      else
+        part.vectors.emplace_back(offset_of[i], static_cast<size_t>(params[i].second.numel()));
+    }
+    parts_.push_back(std::move(part));
   }
 }
 
-void PowerSgd::init_q(Matrix& m) {
+void PowerSgdCodec::init_q(Matrix& m) const {
   Generator gen(seed_ * 1000003u + m.param);  // the same on every rank
   m.q.resize(static_cast<size_t>(m.cols * rank_));
   for (float& v : m.q) v = gen.uniform(-1.0f, 1.0f);
@@ -113,66 +136,79 @@ void PowerSgd::init_q(Matrix& m) {
   m.has_q = true;
 }
 
-void PowerSgd::reduce(int64_t step) {
-  trace::Scope ts("powersgd", "comm");
-  if (step < start_) {
-    std::vector<size_t> all(params_.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    return reduce_uncompressed(all);
+void PowerSgdCodec::reduce(Communicator& c, size_t bucket, float* flat, size_t count,
+                           int64_t step) {
+  if (step < start_) return c.all_reduce(flat, count, DType::F32, ReduceOp::Avg);
+  const Part& part = parts_[bucket];
+  std::vector<float> vec;
+  for (auto [at, n] : part.vectors) vec.insert(vec.end(), flat + at, flat + at + n);
+  if (!vec.empty()) {
+    c.all_reduce(vec.data(), vec.size(), DType::F32, ReduceOp::Avg);
+    size_t from = 0;
+    for (auto [at, n] : part.vectors) {
+      std::copy(vec.begin() + from, vec.begin() + from + n, flat + at);
+      from += n;
+    }
   }
-  reduce_uncompressed(vectors_);
-  if (matrices_.empty()) return;
-  std::vector<std::vector<float>> ms(matrices_.size());
-  std::vector<float> flat;
-  for (size_t k = 0; k < matrices_.size(); ++k) {
+  if (!part.matrices.empty()) compress(c, part, flat);
+}
+
+// The bucket's matrices, in place in flat: M = grad + error, P, Q, grad = P Q^T / W.
+void PowerSgdCodec::compress(Communicator& c, const Part& part, float* flat) {
+  std::vector<std::vector<float>*> ps, qs;
+  for (size_t k : part.matrices) {
     Matrix& m = matrices_[k];
-    ms[k] = host_grad(params_[m.param].second);
-    for (size_t e = 0; e < ms[k].size(); ++e) ms[k][e] += m.error[e];  // error feedback
+    float* mm = flat + m.offset;
+    for (size_t e = 0; e < m.error.size(); ++e) mm[e] += m.error[e];  // error feedback
     if (!m.has_q) init_q(m);
-    mul(ms[k], m.q, m.rows, m.cols, rank_, m.p);
-    flat.insert(flat.end(), m.p.begin(), m.p.end());
+    mul(mm, m.q, m.rows, m.cols, rank_, m.p);
+    ps.push_back(&m.p);
   }
-  comm_.all_reduce(flat.data(), flat.size(), DType::F32, ReduceOp::Sum);
-  size_t at = 0;
-  for (Matrix& m : matrices_) {
-    std::copy(flat.begin() + at, flat.begin() + at + m.p.size(), m.p.begin());
-    at += m.p.size();
+  all_reduce_parts(c, ps, ReduceOp::Sum);
+  for (size_t k : part.matrices) {
+    Matrix& m = matrices_[k];
     orthogonalise(m.p, m.rows, rank_);
+    mul_t(flat + m.offset, m.p, m.rows, m.cols, rank_, m.q);
+    qs.push_back(&m.q);
   }
-  flat.clear();
-  for (size_t k = 0; k < matrices_.size(); ++k) {
+  all_reduce_parts(c, qs, ReduceOp::Sum);
+  const float inv_world = 1.0f / static_cast<float>(c.size());
+  for (size_t k : part.matrices) {
     Matrix& m = matrices_[k];
-    mul_t(ms[k], m.p, m.rows, m.cols, rank_, m.q);
-    flat.insert(flat.end(), m.q.begin(), m.q.end());
-  }
-  comm_.all_reduce(flat.data(), flat.size(), DType::F32, ReduceOp::Sum);
-  at = 0;
-  const float inv_world = 1.0f / static_cast<float>(comm_.size());
-  for (size_t k = 0; k < matrices_.size(); ++k) {
-    Matrix& m = matrices_[k];
-    std::copy(flat.begin() + at, flat.begin() + at + m.q.size(), m.q.begin());
-    at += m.q.size();
-    std::vector<float> approx(ms[k].size());
+    float* mm = flat + m.offset;
     for (int64_t i = 0; i < m.rows; ++i)
       for (int64_t j = 0; j < m.cols; ++j) {
         float s = 0;
         for (int64_t r = 0; r < rank_; ++r) s += m.p[i * rank_ + r] * m.q[j * rank_ + r];
-        approx[i * m.cols + j] = s * inv_world;
+        const float approx = s * inv_world;
+        m.error[i * m.cols + j] = mm[i * m.cols + j] - approx;
+        mm[i * m.cols + j] = approx;
       }
-    for (size_t e = 0; e < approx.size(); ++e) m.error[e] = ms[k][e] - approx[e];
-    set_grad(params_[m.param].second, approx);
   }
 }
 
-NamedParams PowerSgd::gather_state() {
+int64_t PowerSgdCodec::bytes(size_t bucket, size_t count, int64_t step, int world) const {
+  if (step < start_) return ring_send_bytes(static_cast<int64_t>(count) * 4, world);
+  // Three all_reduces: the vectors, every P, every Q.
+  const Part& part = parts_[bucket];
+  int64_t vec = 0, p = 0, q = 0;
+  for (auto [at, n] : part.vectors) vec += static_cast<int64_t>(n);
+  for (size_t k : part.matrices) {
+    p += matrices_[k].rows * rank_;
+    q += matrices_[k].cols * rank_;
+  }
+  return ring_send_bytes(vec * 4, world) + ring_send_bytes(p * 4, world) +
+         ring_send_bytes(q * 4, world);
+}
+
+NamedParams PowerSgdCodec::gather_state(Communicator& c) const {
   NamedParams out;
-  const int world = comm_.size();
+  const int world = c.size();
   for (const Matrix& m : matrices_) {
     const auto& [name, p] = params_[m.param];
-    std::vector<float> all(comm_.rank() == 0 ? m.error.size() * world : 0);
-    comm_.gather(m.error.data(), comm_.rank() == 0 ? all.data() : nullptr, m.error.size(),
-                 DType::F32, 0);
-    if (comm_.rank() != 0) continue;
+    std::vector<float> all(c.rank() == 0 ? m.error.size() * world : 0);
+    c.gather(m.error.data(), c.rank() == 0 ? all.data() : nullptr, m.error.size(), DType::F32, 0);
+    if (c.rank() != 0) continue;
     if (m.has_q) out.emplace_back(name + ".powersgd_q", Tensor::from_vector(m.q, {m.cols, rank_}));
     for (int r = 0; r < world; ++r) {
       std::vector<float> e(all.begin() + r * m.error.size(),
@@ -184,8 +220,8 @@ NamedParams PowerSgd::gather_state() {
   return out;
 }
 
-void PowerSgd::load_state(const NamedParams& state) {
-  const std::string mine = ".powersgd_error.rank" + std::to_string(comm_.rank());
+void PowerSgdCodec::load_state(int my_rank, const NamedParams& state) {
+  const std::string mine = ".powersgd_error.rank" + std::to_string(my_rank);
   for (Matrix& m : matrices_) {
     const std::string& name = params_[m.param].first;
     for (const auto& [key, t] : state) {
@@ -193,7 +229,7 @@ void PowerSgd::load_state(const NamedParams& state) {
       if (!error && !q) continue;
       const int64_t want = error ? m.rows * m.cols : m.cols * rank_;
       ENGINE_CHECK(t.numel() == want, "powersgd state '", key, "' has ", t.numel(),
-                   " elements, this run's needs ", want, " (another --grad-compression rank?)");
+                   " elements, this run's needs ", want, " (another PowerSGD rank?)");
       Tensor h = t.to(Device::cpu());
       std::vector<float>& dst = error ? m.error : m.q;
       dst.assign(h.data<float>(), h.data<float>() + want);
@@ -202,17 +238,30 @@ void PowerSgd::load_state(const NamedParams& state) {
   }
 }
 
-int64_t PowerSgd::bytes_per_step(int64_t step) const {
-  const int world = comm_.size();
-  int64_t vec = 0, pq = 0;
-  for (size_t i : vectors_) vec += params_[i].second.numel();
-  for (const Matrix& m : matrices_) {
-    if (step < start_) vec += m.rows * m.cols;
-    pq += (m.rows + m.cols) * rank_;
-  }
-  if (step < start_) return ring_bytes(vec, world);
-  // Three all_reduces: vectors, every P, every Q.
-  return ring_bytes(vec, world) + ring_bytes(pq, world);
+PowerSgd::PowerSgd(Communicator& comm, NamedParams params, int rank, int64_t start, uint64_t seed,
+                   size_t bucket_bytes)
+    : GradSync(comm, std::move(params), std::make_unique<PowerSgdCodec>(rank, start, seed),
+               bucket_bytes) {}
+
+PowerSgdCodec& PowerSgd::codec() const {
+  return static_cast<PowerSgdCodec&>(*GradSync::codec());
+}
+
+void PowerSgd::reduce(int64_t step) {
+  begin(step);
+  finish();
+}
+
+NamedParams PowerSgd::gather_state() {
+  return codec().gather_state(communicator());
+}
+
+void PowerSgd::load_state(const NamedParams& state) {
+  codec().load_state(communicator().rank(), state);
+}
+
+size_t PowerSgd::compressed_count() const {
+  return codec().compressed_count();
 }
 
 }  // namespace engine::comm

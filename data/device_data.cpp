@@ -15,21 +15,21 @@ size_t device_split_nbytes(const MnistSplit& split) {
          (static_cast<size_t>(split.image_numel()) * sizeof(float) + sizeof(int64_t));
 }
 
-DataOnDeviceChoice choose_data_on_device(const std::string& flag, bool cuda, size_t need,
+DataOnDeviceChoice choose_data_on_device(const std::string& mode, bool cuda, size_t need,
                                          size_t free_bytes) {
   DataOnDeviceChoice c;
-  if (flag == "off") {
-    c.reason = "--data-on-device off";
+  if (mode == "off") {
+    c.reason = "turned off";
     return c;
   }
-  ENGINE_CHECK(flag == "auto" || flag == "on", "--data-on-device must be auto, on or off, got '",
-               flag, "'");
+  ENGINE_CHECK(mode == "auto" || mode == "on", "data on device must be auto, on or off, got '",
+               mode, "'");
   if (!cuda) {
     c.reason = "the device is the CPU";
-    c.refused = flag == "on";
+    c.refused = mode == "on";
     return c;
   }
-  if (flag == "auto" && need > free_bytes / 4) {
+  if (mode == "auto" && need > free_bytes / 4) {
     c.reason = detail::concat("the training set's ", need >> 20, " MiB exceed a quarter of the ",
                               free_bytes >> 20, " MiB free");
     return c;

@@ -1,4 +1,4 @@
-// data/device_data.h: --data-on-device: the training split uploaded once to the training device
+// data/device_data.h: data on the device: the training split uploaded once to the training device
 // (images normalised on the host first, so a batch gathered there equals the host's bit for bit),
 // each batch then gathered on the device from its indices (kernels/gather.h), which are all that
 // travels per step (data/upload.h).
@@ -16,15 +16,15 @@ namespace engine::data {
 // Bytes the split takes on the device: float32 images and int64 labels.
 size_t device_split_nbytes(const MnistSplit& split);
 
-// --data-on-device auto|on|off. cuda: the training device is a GPU; need: device_split_nbytes;
-// free_bytes: the device's free memory. auto: on for a GPU when need fits in a quarter of
-// free_bytes. on where it cannot be (the CPU) is refused: the caller exits 2 naming the flag.
+// mode: auto|on|off. cuda: the training device is a GPU; need: device_split_nbytes; free_bytes:
+// the device's free memory. auto: on for a GPU when need fits in a quarter of free_bytes. on where
+// it cannot be (the CPU) is refused: the caller exits 2 naming its option.
 struct DataOnDeviceChoice {
   bool on = false;
   bool refused = false;
   std::string reason;  // why off; "" when on
 };
-DataOnDeviceChoice choose_data_on_device(const std::string& flag, bool cuda, size_t need,
+DataOnDeviceChoice choose_data_on_device(const std::string& mode, bool cuda, size_t need,
                                          size_t free_bytes);
 
 class DeviceDataset {

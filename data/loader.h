@@ -49,8 +49,8 @@ class BatchLoader {
   const std::vector<int64_t>& epoch_order() const { return *order_; }
 
   static uint64_t epoch_seed(uint64_t seed, int64_t epoch, int rank);
-  // --data-on-device: batches carry their size and indices only (the device gathers them, checking
-  // nothing: the indices are checked here). Before start_epoch.
+  // Data on the device: batches carry their size and indices only (the device gathers them,
+  // checking nothing: the indices are checked here). Before start_epoch.
   void set_indices_only(bool on) { indices_only_ = on; }
   // How long next() waits for the prefetch thread (tests/data/test_loader.cpp sets a short one).
   void set_next_timeout(std::chrono::milliseconds t) { next_timeout_ = t; }

@@ -10,7 +10,7 @@
 //   repeat: t = take(slot); slot = stage(next batch); <queue step on t>; done(t.slot)
 // the next batch uploads while the current one computes, and nothing waits on the host except
 // for the pinned buffer written two batches ago (long finished).
-// With a DeviceDataset (--data-on-device, data/device_data.h) only the batch's indices travel,
+// With a DeviceDataset (data on the device, data/device_data.h) only the batch's indices travel,
 // through the same slots; take() queues the gather of images and labels on the compute stream.
 #pragma once
 #include <array>

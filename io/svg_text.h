@@ -1,5 +1,5 @@
-// io/svg_text.h: the text helpers every SVG/HTML writer shares (ring_demo's pictures, train
-// --plot, trace_svg): printf into a std::string, and XML escaping.
+// io/svg_text.h: the text helpers every SVG/HTML writer shares (ring_demo's pictures, train's
+// loss plot, trace_svg): printf into a std::string, and XML escaping.
 #pragma once
 #include <cstdio>
 #include <string>

@@ -1,12 +1,10 @@
 // comm/algorithms/tuning.cpp: the names of the algorithms and `auto`'s crossovers.
 //
-// How the table was measured (2026-11-27): allreduce_bench --algo all over shared memory on one of
-// our 2-core AMD EPYC (Zen 4) machines, float32 sum, 8 B .. 32 MiB by factors of 4, W = 2, 3, 4,
-// 6, 8 (W > 2 oversubscribes the 2 cores, as our CI and tests do), each size's faster of the
-// out-of-place and in-place times:
-//   allreduce_bench --world-size W --transport shm --algo all --collective all_reduce
-//                   --min-bytes 8 --max-bytes 32M --step-factor 4 --warmup 3
-// and the same with --collective broadcast and reduce (W = 4, 8; up to 8M). Other programs shared
+// How the table was measured (2026-11-27): allreduce_bench sweeping every algorithm over shared
+// memory on one of our 2-core AMD EPYC (Zen 4) machines, all_reduce, float32 sum, 8 B .. 32 MiB by
+// factors of 4 after 3 warm-up calls, W = 2, 3, 4, 6, 8 (W > 2 oversubscribes the 2 cores, as our
+// CI and tests do), each size's faster of the out-of-place and in-place times; and the same for
+// broadcast and reduce (W = 4, 8; up to 8 MiB). Other programs shared
 // the machine (load average 6-12), so single cells are noisy; the table keeps what held across
 // world sizes. all_reduce: recursive doubling was fastest up to 512 B at every W (2-3x the ring at
 // 8 B) and at W = 2 up to 128 KiB (one exchange of the whole buffer: the ring's bytes in one step

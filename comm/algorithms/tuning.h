@@ -1,5 +1,5 @@
 // comm/algorithms/tuning.h: which algorithm runs a collective (as NCCL's graph/tuning.cc): the
-// choice a user makes (CommOptions::algo, `--algo`), and for `auto` a table of crossovers by world
+// choice a user makes (CommOptions::algo), and for `auto` a table of crossovers by world
 // size and message size, measured on our machines (tuning.cpp says how).
 //
 //   all_reduce   ring (ring.h), rd (recursive doubling, recursive_doubling.h), rh (Rabenseifner's

@@ -38,7 +38,7 @@ bool Communicator::uses_two_level() const {
   const int H = num_hosts(), W = size();
   if (H < 2 || H == W) return false;  // one host, or one rank per host: nothing to gain
   if (opts_.two_level == TwoLevel::On) return true;
-  if (opts_.algo != Algo::Auto) return false;  // --algo ring|rd|rh|tree: that flat algorithm
+  if (opts_.algo != Algo::Auto) return false;  // a named algorithm: that one, flat
   std::vector<int> per_host(H, 0);
   for (int h : hosts_) ++per_host[h];
   for (int n : per_host)

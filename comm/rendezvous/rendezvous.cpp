@@ -148,7 +148,7 @@ InitTarget resolve_init_method(const InitOptions& o) {
     }
     ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1,
                  "env://: no rank and world size: set RANK and WORLD_SIZE (torchrun), run under "
-                 "mpirun or srun, or give --rank and --world-size");
+                 "mpirun or srun, or give the rank and the world size");
     const char* addr = env("MASTER_ADDR");
     const char* p = env("MASTER_PORT");
     // mpirun and no store named: the ranks meet through MPI (comm/rendezvous/mpi_meet.h).
@@ -171,7 +171,7 @@ InitTarget resolve_init_method(const InitOptions& o) {
     std::tie(host, port) = split_host_port(m.substr(6), "tcp:// init method '" + m + "'");
   } else if (m.rfind("file://", 0) == 0) {
     ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1,
-                 "file:// init method needs --rank and --world-size");
+                 "file:// init method needs the rank and the world size");
     std::string path = m.substr(7);
     ENGINE_CHECK(!path.empty(), "file:// init method needs a path (file:///shared/dir)");
     t.store = std::make_shared<FileStore>(path, timeout);
@@ -179,7 +179,7 @@ InitTarget resolve_init_method(const InitOptions& o) {
   } else {
     ENGINE_FAIL("unknown init method '", m, "' (expected env://, tcp://host:port or file:///path)");
   }
-  ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1, m, " needs --rank and --world-size");
+  ENGINE_CHECK(t.rank >= 0 && t.world_size >= 1, m, " needs the rank and the world size");
   ENGINE_CHECK(t.rank < t.world_size, "rank ", t.rank, " is not below the world size ",
                t.world_size);
   // torchrun's static rendezvous: its agent serves the store, every rank is a client.
@@ -309,7 +309,7 @@ Links plan_links(const std::vector<RankInfo>& info, int rank, TransportKind kind
     for (int r = 0; r < world; ++r)
       if (info[r].host_id != info[rank].host_id) far.push_back(r);
     ENGINE_FAIL("transport shm needs every rank on one host, but ranks [", rank_list(far),
-                "] are on another host than rank ", rank, "; use --transport tcp or auto");
+                "] are on another host than rank ", rank, "; use the tcp or auto transport");
   }
   l.use_shm = kind != TransportKind::Tcp && l.local.size() > 1;
   l.via_shm.assign(world, false);

@@ -181,7 +181,7 @@ void Mesh::accept_higher(Socket& listener) {
         }
         refuse(rank, pending[k].who, "no handshake within 10 s (not a rank of this job)");
       }
-      if (!pending[k].s.valid()) --expected;  // moved into out
+      if (!pending[k].s.valid()) expected -= 1;  // moved into out
       pending.erase(pending.begin() + k);
     }
   }

@@ -1,7 +1,8 @@
-// tests/comm/test_tensor_collectives.cpp: the Communicator's Tensor overloads and GradSync on each
-// device: CPU tensors, and CUDA tensors over the staged path (pinned host memory around the ring).
-// Ranks are threads over the in-memory transport; on CUDA rank r uses cuda:(r % devices). CUDA
-// cases skip with "no CUDA device" where none answers.
+// tests/comm/test_tensor_collectives.cpp: the Communicator's Tensor overloads and the gradient
+// reducers (GradSync, HalfGradSync, PowerSgd) on each device: CPU tensors, and CUDA tensors over
+// the staged path (pinned host memory around the ring). Ranks are threads over the in-memory
+// transport; on CUDA rank r uses cuda:(r % devices). CUDA cases skip with "no CUDA device" where
+// none answers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,8 @@
 
 #include "comm/backends/backend.h"
 #include "comm/grad_sync.h"
+#include "comm/half_grad_sync.h"
+#include "comm/powersgd.h"
 #include "comm/rendezvous/rendezvous.h"
 #include "core/autograd.h"
 #include "core/device.h"
@@ -135,8 +138,46 @@ void forward_backward(const NamedParams& ps, int rank, int step, Device d) {
   y.backward();
 }
 
+// The mean over W ranks of forward_backward's gradients at `step`, computed on the CPU without
+// any sync (zeros for the unused parameter).
+std::vector<std::vector<float>> mean_gradients(int W, int step) {
+  std::vector<std::vector<float>> want(kShapes.size());
+  for (int q = 0; q < W; ++q) {
+    NamedParams ref = make_params(Device::cpu());
+    forward_backward(ref, q, step, Device::cpu());
+    for (size_t k = 0; k < ref.size(); ++k) {
+      want[k].resize(static_cast<size_t>(shape_numel(kShapes[k])), 0.0f);
+      if (!ref[k].second.grad().defined()) continue;
+      std::vector<float> g = ref[k].second.grad().to_vector();
+      for (size_t i = 0; i < g.size(); ++i) want[k][i] += g[i] / W;
+    }
+  }
+  return want;
+}
+
+// Two steps of begin, a real backward (the hooks fire), finish: every rank's gradients are the
+// mean within tol (relative), on the parameters' device.
+void expect_mean_after_two_steps(GradReducer& reducer, NamedParams& params, int W, int r, Device d,
+                                 float tol) {
+  for (int step = 0; step < 2; ++step) {
+    const std::vector<std::vector<float>> want = mean_gradients(W, step);
+    reducer.begin(step);
+    forward_backward(params, r, step, d);
+    reducer.finish();
+    for (size_t k = 0; k < params.size(); ++k) {
+      ASSERT_EQ(params[k].second.grad().device(), d);
+      std::vector<float> g = host(params[k].second.grad());
+      ASSERT_EQ(g.size(), want[k].size());
+      for (size_t i = 0; i < g.size(); ++i)
+        ASSERT_NEAR(g[i], want[k][i], tol * (1 + std::fabs(want[k][i])))
+            << reducer.name() << " step " << step << " p" << k << "[" << i << "]";
+      params[k].second.set_grad(Tensor());
+    }
+  }
+}
+
 // Bucketed, per-parameter and reduce-broadcast sync on the device give every rank the mean of the
-// ranks' gradients (computed here on the CPU without any sync), over buckets of several sizes.
+// ranks' gradients, over buckets of several sizes.
 TEST_P(TensorCollectives, GradSyncAveragesGradientsOnTheDevice) {
   constexpr int W = 2;
   for (SyncMode mode : {SyncMode::Bucketed, SyncMode::AllReduce, SyncMode::ReduceBroadcast}) {
@@ -144,29 +185,26 @@ TEST_P(TensorCollectives, GradSyncAveragesGradientsOnTheDevice) {
     expect_no_errors(run_threads(W, [&](int r) {
       NamedParams params = make_params(device(r));
       GradSync sync(*comms[r], params, mode, /*bucket_bytes=*/64);
-      for (int step = 0; step < 2; ++step) {
-        std::vector<std::vector<float>> want(kShapes.size());
-        for (int q = 0; q < W; ++q) {
-          NamedParams ref = make_params(Device::cpu());
-          forward_backward(ref, q, step, Device::cpu());
-          for (size_t k = 0; k < ref.size(); ++k) {
-            want[k].resize(static_cast<size_t>(shape_numel(kShapes[k])), 0.0f);
-            if (!ref[k].second.grad().defined()) continue;
-            std::vector<float> g = ref[k].second.grad().to_vector();
-            for (size_t i = 0; i < g.size(); ++i) want[k][i] += g[i] / W;
-          }
-        }
-        sync.begin();
-        forward_backward(params, r, step, device(r));
-        sync.finish();
-        for (size_t k = 0; k < params.size(); ++k) {
-          std::vector<float> g = host(params[k].second.grad());
-          ASSERT_EQ(g.size(), want[k].size());
-          for (size_t i = 0; i < g.size(); ++i)
-            ASSERT_NEAR(g[i], want[k][i], 1e-5f * (1 + std::fabs(want[k][i])))
-                << sync_mode_name(mode) << " step " << step << " p" << k << "[" << i << "]";
-          params[k].second.set_grad(Tensor());
-        }
+      expect_mean_after_two_steps(sync, params, W, r, device(r), 1e-5f);
+    }));
+  }
+}
+
+// The compressing reducers on device parameters: their buckets live on the host, each gradient's
+// hook copies it there, finish() copies the result back. bf16 within its rounding; PowerSGD before
+// its start step averages exactly.
+TEST_P(TensorCollectives, CompressedReducersAverageGradientsOnTheDevice) {
+  constexpr int W = 2;
+  for (int kind = 0; kind < 2; ++kind) {
+    auto comms = make_mem_communicators(W);
+    expect_no_errors(run_threads(W, [&](int r) {
+      NamedParams params = make_params(device(r));
+      if (kind == 0) {
+        HalfGradSync half(*comms[r], params, DType::BF16, /*bucket_bytes=*/64);
+        expect_mean_after_two_steps(half, params, W, r, device(r), 1.0f / 64);
+      } else {
+        PowerSgd psgd(*comms[r], params, 1, /*start=*/100, 7, /*bucket_bytes=*/64);
+        expect_mean_after_two_steps(psgd, params, W, r, device(r), 1e-5f);
       }
     }));
   }
