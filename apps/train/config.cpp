@@ -9,7 +9,7 @@ namespace engine::apps {
 namespace {
 
 // GPU options: the ring's path; the step's graph and the data on the device
-// (apps/train/step_graph.h), both auto since an H200 ran them right (docs/gpu_bench).
+// (parallel/step_graph.h), both auto since an H200 ran them right (docs/gpu_bench).
 void declare_gpu_flags(Flags& f, TrainConfig& c) {
   f.add_choice(
       "cuda-ring", &c.cuda_ring, {"auto", "staged", "ipc"},

@@ -25,7 +25,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;
   // Evaluate the weights of --init-from or --resume on the test split and stop: no training.
   bool eval_only = false;
-  // stop | skip | off: what a non-finite loss, gradient or weight does (apps/train/nonfinite.h).
+  // stop | skip | off: what a non-finite loss, gradient or weight does (parallel/nonfinite.h).
   std::string nonfinite = "stop";
   std::string precision = "fp32";       // fp32 | bf16: conv2d and linear in bf16 (nn/precision.h)
   std::string cuda_kernels = "engine";  // library | engine: kernels/choice.h (GPU only)
@@ -55,17 +55,17 @@ struct TrainConfig {
   bool drop_last = false;
   // Distributed-training options of DDP and Horovod (docs/training.md, "Accumulation, ZeRO,
   // SyncBatchNorm, compression").
-  int64_t accumulate = 1;  // batches per optimizer step (apps/train/accumulate.h)
+  int64_t accumulate = 1;  // batches per optimizer step (parallel/accumulate.h)
   bool sync_bn = false;    // batch norm over the global batch (nn/sync_batch_norm.h)
   // none | bf16 | fp16 (comm/half_grad_sync.h) | powersgd:R (comm/powersgd.h)
   std::string grad_compression = "none";
   int64_t powersgd_start = 100;  // optimizer steps uncompressed before PowerSGD starts
-  int64_t zero = 0;  // 1: ZeRO-1, optimizer state sharded across ranks (apps/train/zero.h)
+  int64_t zero = 0;  // 1: ZeRO-1, optimizer state sharded across ranks (parallel/zero.h)
   // Watching and measuring.
   std::string trace;     // Chrome trace-event JSON of the run
   std::string plot;      // SVG of loss per step and test accuracy per epoch
   bool profile = false;  // print where the step's time goes, per layer and phase
-  // auto | on | off: the step captured as one CUDA graph (apps/train/step_graph.h, docs/gpu.md);
+  // auto | on | off: the step captured as one CUDA graph (parallel/step_graph.h, docs/gpu.md);
   // off by default until a GPU report shows it right.
   std::string cuda_graph = "auto";
   // auto | on | off: the training set on the GPU, each batch gathered there (data/device_data.h);
