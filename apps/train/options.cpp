@@ -110,10 +110,9 @@ std::string collectives_refusal(const parallel::CollectivesRefused& e, int rank)
   }
 }
 
-std::string nonfinite_stop_message(const parallel::NonfiniteStop& e) {
-  return e.found() +
-         "; stopped by --nonfinite stop, no checkpoint written from it (--nonfinite skip skips "
-         "such steps)";
+std::string resume_refusal(const nn::ResumeMismatch& e) {
+  static const char* const kFlag[] = {"--optimizer", "--model", "--seed", "--epochs", "--mode ddp"};
+  return e.worded(kFlag[static_cast<int>(e.setting)]);  // in nn::ResumeMismatch::Setting's order
 }
 
 }  // namespace engine::apps

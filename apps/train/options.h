@@ -5,6 +5,7 @@
 
 #include "apps/train/config.h"
 #include "core/device.h"
+#include "nn/checkpoint_check.h"
 #include "parallel/cuda_collectives.h"
 #include "parallel/nonfinite.h"
 #include "parallel/reducers.h"
@@ -29,7 +30,7 @@ std::string graph_reason(const parallel::GraphChoice& g, const TrainConfig& c);
 // A refusal of parallel::attach_cuda_collectives, naming the flag to change ("--backend nccl
 // reduces CUDA tensors and this rank trains on the cpu (...): use --backend ring").
 std::string collectives_refusal(const parallel::CollectivesRefused& e, int rank);
-// What --nonfinite stop says when it stops.
-std::string nonfinite_stop_message(const parallel::NonfiniteStop& e);
+// A checkpoint refused for a setting of this run, naming the flag ("this run's --seed is 7").
+std::string resume_refusal(const nn::ResumeMismatch& e);
 
 }  // namespace engine::apps

@@ -352,7 +352,10 @@ void run_training(const TrainConfig& c) {
     Trainer t(c);
     t.run();
   } catch (const parallel::NonfiniteStop& e) {
-    ENGINE_FAIL(nonfinite_stop_message(e));
+    ENGINE_FAIL(e.found(), "; stopped by --nonfinite stop, no checkpoint written from it ",
+                "(--nonfinite skip skips such steps)");
+  } catch (const nn::ResumeMismatch& e) {  // --resume: a checkpoint of another setting
+    ENGINE_FAIL(resume_refusal(e));
   }
 }
 

@@ -10,9 +10,6 @@
 //   run_epoch      the batches of one epoch (from where a resumed run stopped), each one step
 //   end_epoch      evaluation, the epoch line, --metrics, --checkpoint, --plot
 //   finish         --save, --profile, --trace, and a last barrier
-// Each phase is where its later features belong: another backend or launcher in connect, an
-// elastic restart (the last checkpoint) in resume, an evaluation-only run evaluates as
-// end_epoch does (evaluate_only, after resume).
 #pragma once
 #include <chrono>
 #include <cstdint>
