@@ -17,6 +17,7 @@ TrainStep::TrainStep(nn::Model& model, Synchronisation sync, NonfiniteMode nonfi
       sync_(std::move(sync)),
       guard_(nonfinite, sync_.optimizer->checked(), dev, rank, sync_.optimizer->verdict_comm()),
       forward_([&model](const Tensor& x) { return model(x); }),
+      rank_(rank),
       steps_(first_step) {}
 
 void TrainStep::replicate(nn::DataParallel& dp) {
@@ -35,22 +36,23 @@ void TrainStep::capture(std::unique_ptr<TrainStepGraph> graph) {
 
 Tensor TrainStep::run(const data::DeviceBatch& b, const MicroBatch& m, bool* took) {
   *took = true;
+  sync_guard::StepScope in_step;  // ENGINE_SYNC_GUARD=1: no host read until it ends
   Tensor loss;
-  {
-    sync_guard::StepScope in_step;  // ENGINE_SYNC_GUARD=1: no host read until it ends
-    // Under a graph every step is a group's first and last (no accumulation) and skip is off: a
-    // replayed step always steps.
-    loss = graph_ ? graph_->run(
-                        b, [&](const data::DeviceBatch& x) { return eager(x, m, took); },
-                        [&] {
-                          ++steps_;
-                          sync_.optimizer->count_replayed_step();
-                          guard_.replayed(steps_);
-                        })
-                  : eager(b, m, took);
-    last_run_ = graph_ ? graph_->last() : StepRun::Eager;
-    guard_.queue_scan(loss);  // after a replay too: never inside the graph
+  last_run_ = StepRun::Eager;
+  if (!graph_) {
+    loss = eager(b, m, took);
+  } else {
+    // Under a graph every step is a group's first and last (no accumulation) and skip is off:
+    // a replayed step always steps; its host bookkeeping is the replay's.
+    const auto on = [&](const data::DeviceBatch& x) { return eager(x, m, took); };
+    loss = graph_->run(b, on, [&] {
+      ++steps_;
+      sync_.optimizer->count_replayed_step();
+      guard_.replayed(steps_);
+    });
+    last_run_ = graph_->last();
   }
+  guard_.queue_scan(loss);  // after a replay too: never inside the graph
   return loss;
 }
 
@@ -67,8 +69,8 @@ Tensor TrainStep::eager(const data::DeviceBatch& b, const MicroBatch& m, bool* t
   Tensor loss;
   {
     trace::Scope ts("forward", "forward");
-    std::optional<nn::FlopCount> count;  // the first step counts the work per image
-    if (flop_per_image_ == 0 && b.images.size(0) > 0) count.emplace();
+    std::optional<nn::FlopCount> count;  // rank 0's first step counts the work per image
+    if (rank_ == 0 && flop_per_image_ == 0 && b.images.size(0) > 0) count.emplace();
     Tensor scores = forward_(b.images);
     loss = model_.loss(scores, b.labels.to(scores.device()));
     if (count) flop_per_image_ = static_cast<double>(count->total()) / b.images.size(0);

@@ -49,7 +49,9 @@ class TrainStep {
   int64_t steps() const { return steps_; }  // optimizer steps taken, a resumed run's included
   // Bytes this rank sent to synchronise the step just taken (ring schedule).
   int64_t last_step_bytes() const { return sync_.reducer->bytes_per_step(steps_ - 1); }
-  double flop_per_image() const { return flop_per_image_; }  // counted in the first step
+  // The training work per image, counted in rank 0's first step (the figure rank 0 reports; one
+  // count at a time in a process, nn::FlopCount); 0 on the other ranks.
+  double flop_per_image() const { return flop_per_image_; }
   // How the last run() went: eager, captured or replayed.
   StepRun last_run() const { return last_run_; }
   NonfiniteGuard& guard() { return guard_; }
@@ -67,6 +69,7 @@ class TrainStep {
   comm::Communicator* buffer_comm_ = nullptr;
   nn::NamedTensors buffers_;  // broadcast from rank 0 before every group; empty: none
   std::unique_ptr<TrainStepGraph> graph_;
+  int rank_;
   int64_t steps_;
   double flop_per_image_ = 0;
   StepRun last_run_ = StepRun::Eager;

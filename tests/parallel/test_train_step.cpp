@@ -158,5 +158,43 @@ TEST(TrainStep, SkipUnderZeroOneSkipsOnEveryRankAlike) {
   expect_skips_everywhere(ReducerKind::Zero1);
 }
 
+// A device graph that records nothing: a replay changes no weights, so what the test sees is the
+// step's host bookkeeping around the replays.
+struct NoGraph : GraphBackend {
+  uint64_t counter = 0;
+  int replays = 0;
+  void begin() override {}
+  void end() override {}
+  void abort() noexcept override {}
+  void replay() override { ++replays; }
+  const uint64_t* dropout_base() override { return &counter; }
+  void set_dropout_base(uint64_t o) override { counter = o; }
+};
+
+TEST(TrainStep, ACapturedStepCountsEveryReplayAsAStep) {
+  SmallModel m;
+  auto step = make_step(*m.model, nullptr, ReducerKind::Bucketed);
+  auto backend = std::make_unique<NoGraph>();
+  NoGraph* graph = backend.get();
+  step->capture(
+      std::make_unique<TrainStepGraph>(std::move(backend), Device::cpu(), 8, 28, 28, nullptr));
+  std::vector<StepRun> runs;
+  for (int s = 0; s < kGraphWarmupSteps + 3; ++s) {
+    bool took = false;
+    step->run(batch(0, s, 8), MicroBatch{}, &took);
+    EXPECT_TRUE(took);
+    runs.push_back(step->last_run());
+  }
+  bool took = false;
+  step->run(batch(0, 9, 5), MicroBatch{}, &took);  // a short batch: eager
+  runs.push_back(step->last_run());
+  using R = StepRun;
+  EXPECT_EQ(runs, (std::vector<R>{R::Eager, R::Eager, R::Eager, R::Captured, R::Replayed,
+                                  R::Replayed, R::Eager}));
+  EXPECT_EQ(graph->replays, 3);  // the capture's own launch and two replays
+  EXPECT_EQ(step->steps(), kGraphWarmupSteps + 4);
+  EXPECT_EQ(step->optimizer().steps(), kGraphWarmupSteps + 4);
+}
+
 }  // namespace
 }  // namespace engine::parallel
