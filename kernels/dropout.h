@@ -30,10 +30,10 @@ ENGINE_HD float dropout_apply(float x, bool keep, float scale) {
 
 // Where the CUDA dropout kernels of the calling thread take their Philox offset. Eager (base
 // null): the launch's own offset, as on the CPU. While a CUDA graph is captured, its owner
-// (nn/step_graph.h) points base at a device counter and sets host_base to the generator's offset
-// at the capture's start: a launch then passes offset - host_base, and the kernel adds *base, read
-// when it runs. The owner writes the generator's offset into *base before each replay, so every
-// replay draws fresh masks, the very masks an eager step at that position would draw.
+// (parallel/step_graph.h) points base at a device counter and sets host_base to the generator's
+// offset at the capture's start: a launch then passes offset - host_base, and the kernel adds
+// *base, read when it runs. The owner writes the generator's offset into *base before each replay,
+// so every replay draws fresh masks, the very masks an eager step at that position would draw.
 struct DropoutOffsetSource {
   const uint64_t* base = nullptr;  // device memory; null: eager
   uint64_t host_base = 0;

@@ -28,8 +28,9 @@ struct TrainPosition {
   uint64_t init_seed = 0;      // the parameters' initialisation seed [engine.init_seed]
   // This rank's dropout generator [engine.dropout_seed, engine.dropout_offset].
   uint64_t dropout_seed = 0, dropout_offset = 0;
-  // --mode dp: the dropout offsets of DataParallel's replicas 1..N-1, [i - 1] for replica i
-  // (their seeds follow from the run's seed) [dp_dropout_offset_<i>]; empty otherwise.
+  // One process over several devices: the dropout offsets of DataParallel's replicas 1..N-1,
+  // [i - 1] for replica i (their seeds follow from the run's seed) [dp_dropout_offset_<i>];
+  // empty otherwise.
   std::vector<uint64_t> replica_dropout_offsets;
   std::string model;  // the model's name [model]; "" when the file does not say
   // Mid-epoch: each rank's sum of its training losses over the epoch's first batch_in_epoch

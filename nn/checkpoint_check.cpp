@@ -88,9 +88,12 @@ void check_optimizer(const StFile& f, const std::string& path, const Optimizer& 
   const std::string run = optimizer_kind(opt);
   std::string field;
   const std::string kind = file_kind(f, &field);
-  ENGINE_CHECK(kind.empty() || kind == run, path, ": optimizer state '", field, "' is ", kind,
-               "'s: an ", kind, " checkpoint cannot resume with --optimizer ", run,
-               " (its state would be dropped or made up)");
+  if (!kind.empty() && kind != run)
+    throw ResumeMismatch(ResumeMismatch::Setting::Optimizer,
+                         detail::concat(path, ": optimizer state '", field, "' is ", kind,
+                                        "'s: an ", kind, " checkpoint cannot resume with "),
+                         "the optimizer",
+                         detail::concat(" ", run, " (its state would be dropped or made up)"));
   std::map<std::string, const Tensor*> wanted;
   for (const auto& [name, p] : opt.params())
     for (const std::string& suffix : state_suffixes(opt)) wanted[kOptPrefix + name + suffix] = &p;
@@ -134,14 +137,22 @@ void check_training_checkpoint(const StFile& f, const std::string& path, const M
 }
 
 void check_resume_position(const std::string& path, const TrainPosition& p, const ResumeRun& run) {
-  ENGINE_CHECK(p.model.empty() || p.model == run.model, path, ": field 'model' is '", p.model,
-               "', this run trains --model ", run.model);
-  ENGINE_CHECK(p.init_seed == static_cast<uint64_t>(run.seed), path,
-               ": field 'engine.init_seed' is ", p.init_seed, ", this run's --seed is ", run.seed,
-               " (a resumed run continues its checkpoint's seed)");
-  ENGINE_CHECK(p.epoch < run.epochs || (p.epoch == run.epochs && p.batch_in_epoch == 0), path,
-               ": field 'engine.epoch' is ", p.epoch, ", past the ", run.epochs,
-               " epoch(s) of --epochs ", run.epochs);
+  using S = ResumeMismatch::Setting;
+  if (!p.model.empty() && p.model != run.model)
+    throw ResumeMismatch(
+        S::Model, detail::concat(path, ": field 'model' is '", p.model, "', this run trains "),
+        "the model", " " + run.model);
+  if (p.init_seed != static_cast<uint64_t>(run.seed))
+    throw ResumeMismatch(
+        S::Seed,
+        detail::concat(path, ": field 'engine.init_seed' is ", p.init_seed, ", this run's "),
+        "seed",
+        detail::concat(" is ", run.seed, " (a resumed run continues its checkpoint's seed)"));
+  if (!(p.epoch < run.epochs || (p.epoch == run.epochs && p.batch_in_epoch == 0)))
+    throw ResumeMismatch(S::Epochs,
+                         detail::concat(path, ": field 'engine.epoch' is ", p.epoch, ", past the ",
+                                        run.epochs, " epoch(s) of "),
+                         "the run's epoch count", detail::concat(" ", run.epochs));
   ENGINE_CHECK(p.batch_in_epoch == 0 || p.batch_in_epoch < run.batches_per_epoch, path,
                ": field 'engine.batch_in_epoch' is ", p.batch_in_epoch,
                ", past the end of an epoch of this run (", run.batches_per_epoch,
@@ -149,11 +160,13 @@ void check_resume_position(const std::string& path, const TrainPosition& p, cons
   ENGINE_CHECK(p.step == run.optimizer_steps, path, ": field 'engine.step' is ", p.step,
                " but 'engine.optimizer_steps' is ", run.optimizer_steps,
                " (every step is one optimizer step)");
-  ENGINE_CHECK(
-      p.replica_dropout_offsets.empty() || p.replica_dropout_offsets.size() == run.dp_replicas,
+  if (p.replica_dropout_offsets.empty() || p.replica_dropout_offsets.size() == run.dp_replicas)
+    return;
+  const std::string held = detail::concat(
       path, ": fields 'dp_dropout_offset_<i>' hold ", p.replica_dropout_offsets.size(),
-      " DataParallel replica(s), this run has ", run.dp_replicas,
-      run.dp_replicas ? "" : " (--mode ddp)");
+      " DataParallel replica(s), this run has ", run.dp_replicas);
+  ENGINE_CHECK(run.dp_replicas == 0, held);
+  throw ResumeMismatch(S::OneProcessPerRank, held + " (", "one process per rank", ")");
 }
 
 }  // namespace engine::nn

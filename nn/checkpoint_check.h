@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "core/error.h"
 #include "io/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/module.h"
@@ -15,7 +16,7 @@
 
 namespace engine::nn {
 
-// "sgd" or "adam": the optimizer's kind, as --optimizer spells it.
+// "sgd" or "adam": the optimizer's kind, as a run's optimizer choice spells it.
 const char* optimizer_kind(const Optimizer& opt);
 
 // The metadata value `key` of f as an unsigned decimal integer (digits only, no sign, no space),
@@ -36,21 +37,40 @@ uint64_t checkpoint_meta_uint(const StFile& f, const std::string& key, const std
 void check_training_checkpoint(const StFile& f, const std::string& path, const Module& m,
                                const Optimizer& opt);
 
+// A checkpoint that contradicts a setting of the run that loads it. what() names the setting in
+// words ("this run's seed is 7"); worded(name) puts the caller's name for it in their place
+// (an app's flag), so that the message names what its user sets.
+class ResumeMismatch : public Error {
+ public:
+  enum class Setting { Optimizer, Model, Seed, Epochs, OneProcessPerRank };
+  ResumeMismatch(Setting s, std::string before, const std::string& words, std::string after)
+      : Error(before + words + after),
+        setting(s),
+        before_(std::move(before)),
+        after_(std::move(after)) {}
+  std::string worded(const std::string& name) const { return before_ + name + after_; }
+  Setting setting;
+
+ private:
+  std::string before_, after_;
+};
+
 // The run that resumes a checkpoint, as far as its position must agree with it.
 struct ResumeRun {
-  std::string model;              // --model
-  int64_t seed = 0;               // --seed
-  int64_t epochs = 0;             // --epochs
+  std::string model;              // the model's name
+  int64_t seed = 0;               // of initialisation (the checkpoint's own)
+  int64_t epochs = 0;             // the run's length in epochs
   int64_t batches_per_epoch = 0;  // batches in one epoch of this rank
   int64_t optimizer_steps = 0;    // the restored optimizer's count
-  size_t dp_replicas = 0;         // --mode dp: devices - 1; 0 otherwise
+  size_t dp_replicas = 0;         // one process over several devices: devices - 1; 0 otherwise
 };
 
 // Where a training checkpoint stands, checked against the run that resumes it (after
 // check_training_checkpoint has checked the file against the model and the optimizer): the model
-// and seed it was trained with, an epoch within --epochs, a batch within this run's epoch, the
-// step counters agreeing, DataParallel's replicas. Throws engine::Error "<path>: field '<key>' ..."
-// for a position this run cannot continue from.
+// and seed it was trained with, an epoch within the run's epochs, a batch within this run's epoch,
+// the step counters agreeing, DataParallel's replicas. Throws engine::Error "<path>: field
+// '<key>' ..." (ResumeMismatch where a setting of the run decides) for a position this run cannot
+// continue from.
 void check_resume_position(const std::string& path, const TrainPosition& p, const ResumeRun& run);
 
 }  // namespace engine::nn

@@ -38,7 +38,7 @@ F* pick(bool first, F* first_fn, F* second_fn) {
   return first ? first_fn : second_fn;
 }
 
-// Where --precision bf16 multiplies in bf16: the layers whose products it speeds up. A linear
+// Where bf16 matmul precision multiplies in bf16: the layers whose products it speeds up. A linear
 // layer of fewer than 16 outputs (the 10-class heads: the bf16 GEMM's tiles are 16 or 32
 // outputs wide) or of fewer than 8192 weights, and a convolution of one input channel (K = KH *
 // KW, too short for bf16 pairs) stay fp32, more exact and not slower: bf16 ran them at 0.57-1.02x

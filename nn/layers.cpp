@@ -108,11 +108,11 @@ Sequential& Sequential::add(std::shared_ptr<Module> m) {
   size_t before = layers_.size();  // the layers [before, size) are taken into pool
   if (pool && before > 0 && dynamic_cast<ReLU*>(layers_[before - 1].get())) {
     pool->with_relu = true;
-    --before;
+    before -= 1;
   }
   if (pool && before > 0) {
     pool->bn = dynamic_cast<BatchNorm2d*>(layers_[before - 1].get());
-    if (pool->bn) --before;
+    if (pool->bn) before -= 1;
   }
   for (size_t i = before; pool && i < layers_.size(); ++i) fused_[i] = true;
   layers_.push_back(std::move(m));

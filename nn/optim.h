@@ -19,7 +19,7 @@ class Optimizer {
   virtual void step() = 0;
   void zero_grad();
   int64_t steps() const { return steps_; }
-  // A step taken on the device without step() (a replayed CUDA graph, nn/step_graph.h).
+  // A step taken on the device without step() (a replayed CUDA graph, parallel/step_graph.h).
   void count_replayed_step() { ++steps_; }
   // The (name, parameter) pairs it updates, in order.
   const NamedTensors& params() const { return params_; }

@@ -3,10 +3,10 @@
 // fp32 accumulation (kernels' *_bf16 functions), their backward too; softmax, losses, BatchNorm
 // statistics, pooling, the optimizer and the weights themselves stay fp32 (fp32 master weights,
 // so checkpoints move between precisions and to PyTorch). One setting per process, like
-// torch.set_float32_matmul_precision: train sets it from --precision before the model runs. An
-// op's backward uses the precision its forward ran in. Two kinds of layer stay fp32 under BF16
-// because bf16 did not speed them up: linear layers of fewer than 16 outputs or 8192 weights, and
-// convolutions of one input channel (nn/functional.cpp, runs_in_bf16).
+// torch.set_float32_matmul_precision: train sets it from its precision option before the model
+// runs. An op's backward uses the precision its forward ran in. Two kinds of layer stay fp32 under
+// BF16 because bf16 did not speed them up: linear layers of fewer than 16 outputs or 8192 weights,
+// and convolutions of one input channel (nn/functional.cpp, runs_in_bf16).
 #pragma once
 #include <string>
 

@@ -1,23 +1,15 @@
-// apps/train/agreement.h: the ranks of a job agree on every setting that changes the math or the
-// data, or all refuse to start: each rank's flags and a fingerprint of its dataset are gathered
-// by every rank and compared, so every rank finds the same first difference and exits with the
-// same message.
+// apps/train/agreement.h: what train's ranks compare before they start (parallel/agreement.h
+// compares them): every flag that changes the math or the data.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "apps/train/config.h"
-#include "comm/communicator.h"
-#include "data/mnist.h"
+#include "parallel/agreement.h"
 
 namespace engine::apps {
 
-// One thing the ranks must agree on: its name as the message prints it ("--lr", "the data:
-// train-images-idx3-ubyte") and its value as text ("0.01").
-struct Setting {
-  std::string name, value;
-};
-
+using parallel::Setting;
 // Flags that change only this rank's own behaviour (where it reads or writes files, how many
 // threads, how long it waits, what it reports): they may differ between ranks. --data-dir is
 // here because the data itself is compared (data_settings). docs/training.md lists the same.
@@ -27,19 +19,5 @@ const std::vector<std::string>& rank_local_flags();
 // declaration order (a flag declared later is compared without further work), then the ENGINE_*
 // variables that change the numbers or the collectives, under their names.
 std::vector<Setting> config_settings(const TrainConfig& c);
-
-// One setting per file of the dataset: the counts and dimensions from its header and a hash of
-// every byte it holds once decoded (a .gz and a raw copy of the same file agree).
-std::vector<Setting> data_settings(const data::Mnist& m);
-
-// Every rank gathers every rank's settings (within the communicator's timeout) and throws
-// engine::Error at the first that differs, in the order given:
-//   "ranks disagree on --lr: 0.01 on rank 0, 0.5 on rank 1"
-// (rank 0's value and that of the lowest rank whose value differs). Every rank throws the same.
-void agree(comm::Communicator& comm, const std::vector<Setting>& mine);
-
-// The first difference between the ranks' settings (all[r]: rank r's), as agree() words it;
-// "" when they all agree.
-std::string first_disagreement(const std::vector<std::vector<Setting>>& all);
 
 }  // namespace engine::apps

@@ -26,7 +26,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;
   // Evaluate the weights of --init-from or --resume on the test split and stop: no training.
   bool eval_only = false;
-  // stop | skip | off: what a non-finite loss, gradient or weight does (apps/train/nonfinite.h).
+  // stop | skip | off: what a non-finite loss, gradient or weight does (parallel/nonfinite.h).
   std::string nonfinite = "stop";
   std::string precision = "fp32";       // fp32 | bf16: conv2d and linear in bf16 (nn/precision.h)
   std::string cuda_kernels = "engine";  // ENGINE_CUDA_KERNELS: kernels/choice.h (GPU only)
@@ -34,8 +34,8 @@ struct TrainConfig {
   // ddp: one process per rank (DistributedDataParallel); dp: this one process drives every device
   // of dp_devices (nn.DataParallel).
   std::string mode = "ddp";
-  std::string dp_devices;          // "cuda:0,cuda:1", "cpu,cpu"; empty: every visible GPU
-  std::string cuda_ring = "auto";  // ENGINE_CUDA_RING: --backend ring on GPUs
+  std::string dp_devices;                   // "cuda:0,cuda:1", "cpu,cpu"; empty: every visible GPU
+  std::string cuda_ring = "auto";           // ENGINE_CUDA_RING: --backend ring on GPUs
   std::string cuda_ring_protocol = "auto";  // ENGINE_RING_PROTOCOL: the CUDA IPC ring's protocol
   int64_t cuda_ring_channels = 0;  // ENGINE_RING_CHANNELS: its thread blocks; 0: its default
   // Data parallelism (one process per rank).
@@ -52,12 +52,12 @@ struct TrainConfig {
   bool drop_last = false;
   // Distributed-training options of DDP and Horovod (docs/training.md, "Accumulation, ZeRO,
   // SyncBatchNorm, compression").
-  int64_t accumulate = 1;  // batches per optimizer step (apps/train/accumulate.h)
+  int64_t accumulate = 1;  // batches per optimizer step (parallel/accumulate.h)
   bool sync_bn = false;    // batch norm over the global batch (nn/sync_batch_norm.h)
   // none | bf16 | fp16 (comm/half_grad_sync.h) | powersgd:R (comm/powersgd.h)
   std::string grad_compression = "none";
   int64_t powersgd_start = 100;  // optimizer steps uncompressed before PowerSGD starts
-  int64_t zero = 0;  // 1: ZeRO-1, optimizer state sharded across ranks (apps/train/zero.h)
+  int64_t zero = 0;  // 1: ZeRO-1, optimizer state sharded across ranks (parallel/zero.h)
   // Watching and measuring.
   std::string trace;     // Chrome trace-event JSON of the run
   std::string plot;      // SVG of loss per step and test accuracy per epoch

@@ -9,8 +9,9 @@
 #include <filesystem>
 
 #include "apps/train/agreement.h"
-#include "apps/train/cuda_collectives.h"
+#include "apps/train/options.h"
 #include "comm/backends/mpi/mpi_world.h"
+#include "comm/grad_sync.h"
 #include "comm/rendezvous/rendezvous.h"
 #include "comm/rendezvous/slurm_env.h"
 #include "core/cuda_backend.h"
@@ -19,15 +20,16 @@
 #include "core/thread_pool.h"
 #include "core/threads.h"
 #include "core/trace.h"
-#include "data/partition.h"
-#include "data/sampler.h"
 #include "kernels/choice.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/peak.h"
 #include "nn/checkpoint_check.h"
 #include "nn/precision.h"
-#include "nn/report/profile.h"
 #include "nn/sync_batch_norm.h"
+#include "parallel/agreement.h"
+#include "parallel/nonfinite.h"
+#include "parallel/rank_trace.h"
+#include "report/profile.h"
 
 namespace engine::apps {
 namespace {
@@ -64,18 +66,6 @@ std::vector<Device> dp_devices(const TrainConfig& c) {
   return devs;
 }
 
-// Batches in one epoch of this rank (the loader's count: the shard cut into batches of `batch`,
-// the last one short).
-int64_t rank_batches_per_epoch(const TrainConfig& c, int64_t n, int world, int rank, int64_t batch,
-                               const std::vector<int64_t>& partition) {
-  const int64_t shard = c.sharding == "partition"
-                            ? static_cast<int64_t>(partition.size())
-                            : data::DistributedSampler(n, world, rank, c.shuffle == "on",
-                                                       static_cast<uint64_t>(c.seed), c.drop_last)
-                                  .num_samples();
-  return (shard + batch - 1) / batch;
-}
-
 // The communicator of this rank, or none when the job is one process.
 std::unique_ptr<comm::Communicator> connect_rank(const TrainConfig& c) {
   bool env_job = std::getenv("WORLD_SIZE") || std::getenv("OMPI_COMM_WORLD_SIZE") ||
@@ -95,20 +85,6 @@ std::unique_ptr<comm::Communicator> connect_rank(const TrainConfig& c) {
   return comm;
 }
 
-// Each rank writes its events; rank 0 merges them into one file with a track per rank.
-void write_trace(const std::string& path, comm::Communicator* comm) {
-  trace::disable();
-  if (!comm) return trace::write(path);
-  std::string part = path + ".rank" + std::to_string(comm->rank());
-  trace::write(part);
-  comm->barrier();
-  if (comm->rank() != 0) return;
-  std::vector<std::string> parts;
-  for (int r = 0; r < comm->size(); ++r) parts.push_back(path + ".rank" + std::to_string(r));
-  trace::merge_files(parts, path);
-  for (auto& p : parts) std::remove(p.c_str());
-}
-
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& c) : c_(c), progress_(0, false) {
@@ -125,17 +101,10 @@ void Trainer::run() {
   resume();
   if (c_.eval_only) return evaluate_only();
   distribute();
-  if (c_.nonfinite != "off" && zero_)  // each rank's shards: the ranks agree on the verdict
-    guard_ = std::make_unique<NonfiniteGuard>(c_.nonfinite, zero_->shards(), device_, rank_,
-                                              comm_.get());
-  else if (c_.nonfinite != "off")
-    guard_ = std::make_unique<NonfiniteGuard>(c_.nonfinite, opt_->params(), device_, rank_);
   if (rank_ == 0 && !c_.metrics.empty())
     metrics_ = std::make_unique<MetricsWriter>(c_.metrics, !resumed_from_.empty());
   if (!c_.trace.empty() || c_.profile) trace::enable(rank_);
-  graph_ = make_train_step_graph(c_, graph_settings(), rank_, device_, batch_, mnist_.train.rows,
-                                 mnist_.train.cols, &dropout_gen_);
-  device_data_ = make_device_data(c_, mnist_.train, device_, dp_ != nullptr, rank_);
+  choose_gpu_step();
   run_start_ = Clock::now();
   for (int64_t epoch = start_.epoch; epoch < c_.epochs && !steps_done(); ++epoch)
     end_epoch(epoch, run_epoch(epoch));
@@ -145,7 +114,7 @@ void Trainer::run() {
 void Trainer::connect() {
   comm_ = connect_rank(c_);
   // Before any other collective: every rank runs the same settings, or none starts.
-  if (comm_) agree(*comm_, config_settings(c_));
+  if (comm_) parallel::agree(*comm_, config_settings(c_));
   // At once, before the data loads (after agreeing, so that ranks started with different
   // --precision say so rather than one rank's missing CPU feature).
   if (c_.precision == "bf16" &&
@@ -167,7 +136,9 @@ void Trainer::connect() {
 
 void Trainer::build() {
   mnist_ = data::load_mnist(c_.data_dir);
-  if (comm_) agree(*comm_, data_settings(mnist_));  // the same data, wherever each rank reads it
+  if (comm_)
+    parallel::agree(*comm_,
+                    parallel::data_settings(mnist_));  // the same data, wherever each rank reads it
   for (const data::MnistSplit* s : {&mnist_.train, &mnist_.test})
     ENGINE_CHECK(s->rows == nn::kModelRows && s->cols == nn::kModelCols, s->images_path, ": ",
                  s->rows, " x ", s->cols, " images; ", c_.model, " needs ", nn::kModelRows, " x ",
@@ -181,8 +152,12 @@ void Trainer::build() {
         "%lld images per step (%lld in all), as the tutorial does\n",
         static_cast<long long>(c_.batch_size), world_, static_cast<long long>(c_.batch_size),
         world_, static_cast<long long>(batch_), static_cast<long long>(batch_ * world_));
-  if (c_.sharding == "partition")
-    partition_ = data::partition_for_rank(mnist_.train.count, world_, rank_, 1234);
+  parallel::ShardOptions so;
+  so.partition = c_.sharding == "partition";
+  so.shuffle = c_.shuffle == "on";
+  so.seed = static_cast<uint64_t>(c_.seed);
+  so.drop_last = c_.drop_last;
+  shard_ = parallel::RankShard(so, mnist_.train.count, world_, rank_);
   if (c_.dropout >= 0) model_options_.dropout = static_cast<float>(c_.dropout);
   init_gen_ = Generator(static_cast<uint64_t>(c_.seed));
   dropout_gen_ = Generator(static_cast<uint64_t>(c_.seed) * 1000003u + 1u + rank_);
@@ -215,7 +190,7 @@ void Trainer::build() {
     nn::load_state_dict(c_.init_from, *model_);
     refuse_nonfinite(model_->state_dict(), "--init-from " + c_.init_from);
   }
-  opt_ = make_optimizer(c_, model_->named_parameters());
+  opt_ = parallel::make_optimizer(optimizer_options(c_), model_->named_parameters());
 }
 
 // --resume FILE; --resume auto: --checkpoint if rank 0 finds it (every rank follows rank 0's
@@ -242,8 +217,7 @@ void Trainer::resume() {
   run.model = c_.model;
   run.seed = c_.seed;
   run.epochs = c_.epochs;
-  run.batches_per_epoch =
-      rank_batches_per_epoch(c_, mnist_.train.count, world_, rank_, batch_, partition_);
+  run.batches_per_epoch = shard_.batches_per_epoch(batch_);
   run.optimizer_steps = opt_->steps();
   run.dp_replicas = dp_devices_.empty() ? 0 : dp_devices_.size() - 1;
   nn::check_resume_position(resumed_from_, start_, run);
@@ -268,37 +242,39 @@ void Trainer::distribute() {
     std::printf(" (batch %lld cut along dim 0, outputs gathered on %s)\n",
                 static_cast<long long>(c_.batch_size), dp_devices_.front().str().c_str());
   }
-  buffers_ = model_->named_buffers();
-  if (!comm_) return;
-  const std::string cuda_path = attach_cuda_collectives(c_, *comm_, device_);
-  // Every rank starts from rank 0's parameters and buffers.
-  comm::broadcast_tensors(*comm_, model_->state_dict(), 0);
-  if (c_.sync_bn)
-    nn::set_batch_norm_sync([comm = comm_.get()](const Tensor& sums) {
-      trace::Scope ts("sync batch norm", "comm");
-      comm->all_reduce(sums, comm::ReduceOp::Sum);
-    });
-  const size_t bucket_bytes = static_cast<size_t>(c_.bucket_mb * (1 << 20));
-  if (const int64_t r = powersgd_rank(c_); r > 0) {
-    powersgd_ =
-        std::make_unique<comm::PowerSgd>(*comm_, model_->named_parameters(), static_cast<int>(r),
-                                         c_.powersgd_start, static_cast<uint64_t>(c_.seed));
-    powersgd_->load_state(start_.comm_state);
-  } else if (c_.grad_compression == "bf16" || c_.grad_compression == "fp16") {
-    half_ = std::make_unique<comm::HalfGradSync>(
-        *comm_, model_->named_parameters(),
-        c_.grad_compression == "bf16" ? DType::BF16 : DType::F16);
-  } else if (c_.zero == 1) {
-    zero_ = std::make_unique<Zero1>(
-        *comm_, model_->named_parameters(), bucket_bytes,
-        [this](nn::NamedTensors p) { return make_optimizer(c_, std::move(p)); }, opt_->state(),
-        opt_->steps());
-    opt_ = make_optimizer(c_, model_->named_parameters());  // no state: zero_ holds the shards
-  } else {
-    sync_ = std::make_unique<comm::GradSync>(*comm_, model_->named_parameters(),
-                                             comm::sync_mode_from_name(c_.sync), bucket_bytes);
+  std::string cuda_path;
+  if (comm_) {
+    cuda_path = attach_collectives();
+    // Every rank starts from rank 0's parameters and buffers.
+    comm::broadcast_tensors(*comm_, model_->state_dict(), 0);
+    if (c_.sync_bn)
+      nn::set_batch_norm_sync([comm = comm_.get()](const Tensor& sums) {
+        trace::Scope ts("sync batch norm", "comm");
+        comm->all_reduce(sums, comm::ReduceOp::Sum);
+      });
   }
-  if (rank_ != 0) return;
+  parallel::Synchronisation sync =
+      parallel::make_synchronisation(comm_.get(), model_->named_parameters(), reducer_options(c_),
+                                     optimizer_options(c_), std::move(opt_));
+  sync.reducer->load_state(start_.comm_state);
+  step_ = std::make_unique<parallel::TrainStep>(*model_, std::move(sync), nonfinite_mode(c_),
+                                                device_, rank_, pos_.step);
+  if (dp_) step_->replicate(*dp_);
+  // As DDP (broadcast_buffers=True): rank 0's BatchNorm statistics go to every rank; under
+  // --sync-bn they are equal everywhere already.
+  if (comm_ && !c_.sync_bn) step_->broadcast_buffers(*comm_, model_->named_buffers());
+  if (comm_ && rank_ == 0) print_world(cuda_path);
+}
+
+std::string Trainer::attach_collectives() {
+  try {
+    return parallel::attach_cuda_collectives(collective_options(c_), *comm_, device_);
+  } catch (const parallel::CollectivesRefused& e) {
+    ENGINE_FAIL(collectives_refusal(e, rank_));
+  }
+}
+
+void Trainer::print_world(const std::string& cuda_path) const {
   const std::string how = comm_->host_path() == "mpi" ? "mpi (" + comm::mpi_library_version() + ")"
                                                       : "ring over " + comm_->transport_kind();
   std::printf(
@@ -317,17 +293,44 @@ void Trainer::distribute() {
         comm_->num_hosts());
 }
 
+void Trainer::choose_gpu_step() {
+  std::string collectives;
+  if (comm_)
+    collectives = c_.backend == "ring" ? "ring over " + comm_->transport_kind() : c_.backend;
+  const parallel::GraphChoice g = parallel::choose_step_graph(
+      auto_on_off(c_.cuda_graph), step_settings(c_, device_, world_, collectives));
+  ENGINE_USAGE_CHECK(!g.refused,
+                     "ENGINE_CUDA_GRAPH=on: the step cannot be captured: ", graph_reason(g, c_),
+                     " (ENGINE_CUDA_GRAPH=auto runs it eagerly)");
+  if (g.on)
+    step_->capture(std::make_unique<parallel::TrainStepGraph>(
+        parallel::make_cuda_graph_backend(device_.index), device_, batch_, mnist_.train.rows,
+        mnist_.train.cols, &dropout_gen_));
+  else if (rank_ == 0 && c_.cuda_graph != "off" && device_.is_cuda())  // the CPU: nothing to say
+    std::printf("CUDA graph: off (%s)\n", graph_reason(g, c_).c_str());
+  parallel::DeviceData d = parallel::make_device_data(auto_on_off(c_.data_on_device), mnist_.train,
+                                                      device_, dp_ != nullptr);
+  if (dp_ && c_.data_on_device != "off") d.choice.reason = "--mode dp: " + d.choice.reason;
+  ENGINE_USAGE_CHECK(!d.choice.refused, "ENGINE_DATA_ON_DEVICE=on: ", d.choice.reason);
+  device_data_ = std::move(d.data);
+  if (rank_ == 0 && device_data_)
+    std::printf("Data on device: on (%zu MiB; each batch gathered there from its indices)\n",
+                d.nbytes >> 20);
+  else if (rank_ == 0 && c_.data_on_device != "off" && device_.is_cuda())
+    std::printf("Data on device: off (%s)\n", d.choice.reason.c_str());
+}
+
 // --profile's table; on the CPU with each layer's share of the FMA peak of this rank's threads,
 // measured now that the timed steps are over.
 void Trainer::print_profile() {
   double peak = 0;
   if (device_.is_cpu()) peak = kernels::cpu::measure_peak(threads_).fp32_gflops;
-  std::printf("%s", nn::profile_table(trace::to_json(), peak, threads_).c_str());
+  std::printf("%s", report::profile_table(trace::to_json(), peak, threads_).c_str());
 }
 
 void Trainer::refuse_nonfinite(const nn::NamedTensors& ts, const std::string& what) const {
   if (c_.nonfinite == "off") return;
-  const std::string bad = first_nonfinite(ts);
+  const std::string bad = parallel::first_nonfinite(ts);
   ENGINE_CHECK(bad.empty(), what, ": tensor '", bad, "' holds inf or NaN (refused by --nonfinite ",
                c_.nonfinite, ")");
 }
@@ -339,26 +342,21 @@ void Trainer::finish() {
                                                std::to_string(pos_.step) + ": not written");
   if (rank_ == 0 && !c_.save.empty()) nn::save_state_dict(c_.save, *model_);
   if (c_.profile && rank_ == 0) print_profile();
-  if (!c_.trace.empty()) write_trace(c_.trace, comm_.get());
+  if (!c_.trace.empty()) parallel::write_rank_trace(c_.trace, comm_.get());
   trace::disable();
   if (comm_) comm_->barrier();  // nobody leaves while a peer may still need it
 }
 
-std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, nn::NamedTensors params) {
-  if (c.optimizer == "adam") {
-    kernels::AdamConfig a;
-    a.lr = c.lr;
-    return std::make_unique<nn::Adam>(std::move(params), a);
-  }
-  kernels::SgdConfig s;
-  s.lr = c.lr;
-  s.momentum = c.momentum;
-  return std::make_unique<nn::SGD>(std::move(params), s);
-}
-
 void run_training(const TrainConfig& c) {
-  Trainer t(c);
-  t.run();
+  try {
+    Trainer t(c);
+    t.run();
+  } catch (const parallel::NonfiniteStop& e) {
+    ENGINE_FAIL(e.found(), "; stopped by --nonfinite stop, no checkpoint written from it ",
+                "(--nonfinite skip skips such steps)");
+  } catch (const nn::ResumeMismatch& e) {  // --resume: a checkpoint of another setting
+    ENGINE_FAIL(resume_refusal(e));
+  }
 }
 
 }  // namespace engine::apps

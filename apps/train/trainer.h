@@ -6,15 +6,10 @@
 //   build          the dataset, the model on its device, the optimizer (and --init-from)
 //   resume         --resume: weights, optimizer state, position and dropout streams
 //   distribute     --mode dp: DataParallel over --dp-devices; ddp: CUDA collectives, rank 0's
-//                  parameters to every rank, gradient synchronisation
-//   run_epoch      the batches of one epoch (from where a resumed run stopped), each one step()
-//   step           one training step: forward, loss, backward (buckets reduce as they fill),
-//                  wait for the buckets, optimizer step
+//                  parameters to every rank; the step (parallel/train_step.h) with its reducer
+//   run_epoch      the batches of one epoch (from where a resumed run stopped), each one step
 //   end_epoch      evaluation, the epoch line, --metrics, --checkpoint, --plot
 //   finish         --save, --profile, --trace, and a last barrier
-// Each phase is where its later features belong: another backend or launcher in connect, an
-// elastic restart (the last checkpoint) in resume, an evaluation-only run evaluates as
-// end_epoch does (evaluate_only, after resume).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -23,27 +18,26 @@
 #include <utility>
 #include <vector>
 
-#include "apps/train/accumulate.h"
 #include "apps/train/config.h"
-#include "apps/train/loss_log.h"
-#include "apps/train/nonfinite.h"
-#include "apps/train/report.h"
-#include "apps/train/step_graph.h"
-#include "apps/train/zero.h"
 #include "comm/communicator.h"
-#include "comm/grad_sync.h"
-#include "comm/half_grad_sync.h"
-#include "comm/powersgd.h"
 #include "core/device.h"
 #include "core/rng.h"
+#include "data/device_data.h"
 #include "data/mnist.h"
-#include "data/upload.h"
 #include "nn/checkpoint.h"
 #include "nn/data_parallel.h"
 #include "nn/models.h"
 #include "nn/optim.h"
+#include "parallel/loss_log.h"
+#include "parallel/sharding.h"
+#include "parallel/train_step.h"
+#include "report/train_report.h"
 
 namespace engine::apps {
+
+using report::EpochResult;
+using report::MetricsWriter;
+using report::Progress;
 
 class Trainer {
  public:
@@ -74,22 +68,16 @@ class Trainer {
   void build();
   void resume();
   void distribute();
+  // How CUDA tensors travel (parallel/cuda_collectives.h), its refusals worded with the flags.
+  std::string attach_collectives();
+  void print_world(const std::string& cuda_path) const;
+  // ENGINE_CUDA_GRAPH and ENGINE_DATA_ON_DEVICE: the choice, and the line rank 0 prints.
+  void choose_gpu_step();
   EpochTally run_epoch(int64_t epoch);
-  // One batch of a --accumulate group; the group's last also synchronises and steps. Returns the
-  // loss; *took: whether the optimizer stepped (--nonfinite skip may skip it).
-  Tensor step(const data::DeviceBatch& b, const MicroBatch& m, bool* took);
-  // step() through graph_ (--cuda-graph) when there is one (apps/train/step_graph.cpp).
-  Tensor graphed_step(const data::DeviceBatch& b, const MicroBatch& m, bool* took);
-  nn::StepSettings graph_settings() const;
-  // The seed of loss.backward(): scale (--accumulate's 1/n), NaN when --nonfinite sees a bad loss.
-  Tensor backward_seed(const Tensor& loss, float scale);
   void end_epoch(int64_t epoch, const EpochTally& t);
   void finish();
   void print_profile();
 
-  void broadcast_buffers();
-  // Bytes the ring schedule sends per rank for this optimizer step's synchronisation.
-  int64_t sync_bytes() const;
   EpochResult epoch_result(int64_t epoch, const EpochTally& t);
   // Every rank calls it (mid-epoch the ranks' loss sums travel to rank 0); rank 0 writes.
   void save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss_sum);
@@ -105,38 +93,28 @@ class Trainer {
   const TrainConfig c_;
   std::unique_ptr<comm::Communicator> comm_;
   int rank_ = 0, world_ = 1, threads_ = 1;
-  double flop_per_image_ = 0;  // training work per image, counted in the first step (FlopCount)
   data::Mnist mnist_;
-  int64_t batch_ = 0;               // images per rank per step
-  std::vector<int64_t> partition_;  // --sharding partition: this rank's shard
+  int64_t batch_ = 0;          // images per rank per step
+  parallel::RankShard shard_;  // --sharding: this rank's samples
   nn::ModelOptions model_options_;
   Generator init_gen_, dropout_gen_;  // the model's dropout layers refer to dropout_gen_
   std::unique_ptr<nn::Model> model_;
-  std::vector<Device> dp_devices_;  // --mode dp
-  Device device_;                   // where the model lives
-  std::unique_ptr<nn::Optimizer> opt_;
+  std::vector<Device> dp_devices_;      // --mode dp
+  Device device_;                       // where the model lives
+  std::unique_ptr<nn::Optimizer> opt_;  // as built and resumed; then the step's (distribute)
   std::unique_ptr<nn::DataParallel> dp_;
-  std::unique_ptr<comm::GradSync> sync_;
-  std::unique_ptr<comm::PowerSgd> powersgd_;  // --grad-compression powersgd:R
-  std::unique_ptr<comm::HalfGradSync> half_;  // --grad-compression bf16 | fp16
-  std::unique_ptr<Zero1> zero_;  // --zero 1 on several ranks: it steps, opt_ keeps no state
-  std::unique_ptr<NonfiniteGuard> guard_;             // --nonfinite stop|skip; none with off
-  std::unique_ptr<TrainStepGraph> graph_;             // --cuda-graph, when on
-  std::unique_ptr<data::DeviceDataset> device_data_;  // --data-on-device, when on
-  nn::NamedTensors buffers_;                          // broadcast from rank 0 before every step
+  std::unique_ptr<parallel::TrainStep> step_;
+  std::unique_ptr<data::DeviceDataset> device_data_;  // ENGINE_DATA_ON_DEVICE, when on
   std::string resumed_from_;  // the checkpoint this run resumed from; "" when it started fresh
   nn::TrainPosition start_;   // where this run began (--resume; zero otherwise)
   nn::TrainPosition pos_;     // where it is now: pos_.step counts optimizer steps
   std::unique_ptr<MetricsWriter> metrics_;
   Progress progress_;
-  LossLog loss_log_;                                   // the epoch's losses, on the device
+  parallel::LossLog loss_log_;                         // the epoch's losses, on the device
   std::vector<double> step_loss_;                      // --plot: rank 0's loss per step
   std::vector<std::pair<int64_t, double>> epoch_acc_;  // --plot: (step, test accuracy)
   std::chrono::steady_clock::time_point run_start_;
 };
-
-// --optimizer over params.
-std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, nn::NamedTensors params);
 
 // Trainer(c).run().
 void run_training(const TrainConfig& c);

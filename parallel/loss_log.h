@@ -1,0 +1,35 @@
+// parallel/loss_log.h: the epoch's per-step losses kept on the loss's device, read by the host
+// only where they are shown: at a progress line, a checkpoint and the epoch's end. Recording a
+// step's loss is a device-to-device copy of one float (no host wait), so a training step reads
+// nothing back; the host sums what it reads in double, in step order, exactly as a per-step
+// loss.item() would.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace engine::parallel {
+
+class LossLog {
+ public:
+  // A new epoch: sum starts at `sum` (a resumed epoch's earlier part), nothing recorded.
+  void start(double sum);
+  // Inside the step: copies the one-element loss into the next slot of the device buffer. The
+  // buffer is allocated on the first step (and grows by doubling, on the device, if ever full).
+  void record(const Tensor& loss);
+  // Outside the step: reads the losses recorded since the last read (one device -> host copy),
+  // adds them to sum() in order and returns them.
+  std::vector<double> read();
+  double sum() const { return sum_; }
+  double last() const { return last_; }
+  // Recorded, not read yet.
+  int64_t unread() const { return n_; }
+
+ private:
+  Tensor buf_;     // (capacity) F32 on the loss's device
+  int64_t n_ = 0;  // slots recorded since the last read
+  double sum_ = 0, last_ = 0;
+};
+
+}  // namespace engine::parallel
