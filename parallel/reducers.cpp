@@ -43,10 +43,11 @@ std::unique_ptr<comm::GradReducer> make_reducer(comm::Communicator& comm, nn::Na
     case ReducerKind::Bf16:
     case ReducerKind::Fp16:
       return std::make_unique<comm::HalfGradSync>(
-          comm, std::move(params), r.kind == ReducerKind::Bf16 ? DType::BF16 : DType::F16);
+          comm, std::move(params), r.kind == ReducerKind::Bf16 ? DType::BF16 : DType::F16,
+          r.bucket_bytes);
     case ReducerKind::PowerSgd:
       return std::make_unique<comm::PowerSgd>(comm, std::move(params), r.powersgd_rank,
-                                              r.powersgd_start, r.seed);
+                                              r.powersgd_start, r.seed, r.bucket_bytes);
     case ReducerKind::AllReduce:
       return std::make_unique<comm::GradSync>(comm, std::move(params), comm::SyncMode::AllReduce,
                                               r.bucket_bytes);

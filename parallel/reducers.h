@@ -24,7 +24,7 @@ bool is_compression(ReducerKind k);
 
 struct ReducerOptions {
   ReducerKind kind = ReducerKind::Bucketed;
-  size_t bucket_bytes = size_t{25} << 20;  // a bucket's cap (bucketed averaging and ZeRO-1)
+  size_t bucket_bytes = size_t{25} << 20;  // a bucket's cap (every bucketed reducer and ZeRO-1)
   int powersgd_rank = 1;                   // PowerSGD's R
   int64_t powersgd_start = 100;            // optimizer steps averaged before PowerSGD starts
   uint64_t seed = 0;                       // PowerSGD's first Q, equal on every rank

@@ -3,12 +3,10 @@
 // apps/train/epoch.cpp.
 #include "apps/train/trainer.h"
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
-#include "apps/train/agreement.h"
 #include "apps/train/options.h"
 #include "comm/backends/mpi/mpi_world.h"
 #include "comm/grad_sync.h"
@@ -68,20 +66,14 @@ std::vector<Device> dp_devices(const TrainConfig& c) {
 
 // The communicator of this rank, or none when the job is one process.
 std::unique_ptr<comm::Communicator> connect_rank(const TrainConfig& c) {
-  bool env_job = std::getenv("WORLD_SIZE") || std::getenv("OMPI_COMM_WORLD_SIZE") ||
-                 comm::slurm::in_step();  // not an sbatch script's own SLURM_NTASKS
-  if (c.init_method == "env://" && c.world_size < 0 && !env_job) return nullptr;
-  if (c.world_size == 1) return nullptr;
   comm::InitOptions o;
   o.init_method = c.init_method;
   o.rank = static_cast<int>(c.rank);
   o.world_size = static_cast<int>(c.world_size);
   o.connect.timeout = comm::Millis(static_cast<int64_t>(c.timeout_s * 1000));
   o.connect.transport = comm::transport_kind_from_name(c.transport);
-  comm::InitTarget t = comm::resolve_init_method(o);
-  if (t.world_size == 1) return nullptr;
-  auto comm = comm::connect_communicator(t.store, t.rank, t.world_size, o.connect);
-  comm->set_algo(comm::algo_from_name(c.algo));
+  auto comm = comm::join_job(o);
+  if (comm) comm->set_algo(comm::algo_from_name(c.algo));
   return comm;
 }
 
@@ -162,8 +154,8 @@ void Trainer::build() {
   init_gen_ = Generator(static_cast<uint64_t>(c_.seed));
   dropout_gen_ = Generator(static_cast<uint64_t>(c_.seed) * 1000003u + 1u + rank_);
   model_ = nn::make_model(c_.model, model_options_, init_gen_, dropout_gen_);
-  if (c_.mode == "dp") dp_devices_ = dp_devices(c_);
   if (c_.mode == "dp") {
+    dp_devices_ = dp_devices(c_);
     device_ = dp_devices_.front();
   } else {
     const DeviceChoice d =

@@ -2,7 +2,7 @@
 //
 // A Trainer goes through named phases, in this order (run() calls them):
 //   connect        the communicator of this rank (none when the job is one process), the ranks
-//                  agreeing on their settings (agreement.h), threads
+//                  agreeing on their settings (options.h), threads
 //   build          the dataset, the model on its device, the optimizer (and --init-from)
 //   resume         --resume: weights, optimizer state, position and dropout streams
 //   distribute     --mode dp: DataParallel over --dp-devices; ddp: CUDA collectives, rank 0's

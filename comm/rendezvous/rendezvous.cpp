@@ -195,6 +195,16 @@ std::unique_ptr<Communicator> init_communicator(const InitOptions& opts) {
   return connect_communicator(t.store, t.rank, t.world_size, opts.connect);
 }
 
+std::unique_ptr<Communicator> join_job(const InitOptions& opts) {
+  const bool launched = std::getenv("WORLD_SIZE") || std::getenv("OMPI_COMM_WORLD_SIZE") ||
+                        slurm::in_step();  // not an sbatch script's own SLURM_NTASKS
+  if (opts.init_method == "env://" && opts.world_size < 0 && !launched) return nullptr;
+  if (opts.world_size == 1) return nullptr;
+  InitTarget t = resolve_init_method(opts);
+  if (t.world_size == 1) return nullptr;
+  return connect_communicator(t.store, t.rank, t.world_size, opts.connect);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Connecting
 

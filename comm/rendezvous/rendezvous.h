@@ -60,6 +60,9 @@ void check_init_method(const std::string& m);
 
 // Rendezvous and connect: the usual entry point of a rank.
 std::unique_ptr<Communicator> init_communicator(const InitOptions& opts);
+// init_communicator, or nullptr when this process is a job of one: env:// with no world size
+// given and no launcher's variables (torchrun's, Open MPI's, a Slurm step's), or a world of 1.
+std::unique_ptr<Communicator> join_job(const InitOptions& opts);
 
 // Rendezvous through an existing store (e.g. a MemStore shared by threads) and connect. Several
 // communicators may be made through one store: each call of a rank takes the next generation.

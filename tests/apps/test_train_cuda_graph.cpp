@@ -41,7 +41,8 @@ TEST_F(TrainCudaGraph, DataOnDeviceOnTheCpuExitsTwo) {
   r = run("ENGINE_DATA_ON_DEVICE=on " + kTrain + " --model linear --steps 2 --batch-size 32 " +
           "--data-dir " + data_);
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find(" on: the device is the CPU"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ENGINE_DATA_ON_DEVICE=on: the device is the CPU"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(TrainCudaGraph, OnWhereTheStepCannotBeCapturedExitsTwo) {
@@ -52,8 +53,9 @@ TEST_F(TrainCudaGraph, OnWhereTheStepCannotBeCapturedExitsTwo) {
   r = run("ENGINE_CUDA_GRAPH=on " + kTrain + " --model linear --steps 2 --batch-size 32 " +
           "--data-dir " + data_);
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find(" on: the step cannot be captured: the device is the CPU"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("ENGINE_CUDA_GRAPH=on: the step cannot be captured: the device is the CPU"),
+      std::string::npos)
       << r.output;
 }
 

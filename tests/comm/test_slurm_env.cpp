@@ -159,6 +159,10 @@ class ScopedEnv {
     saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
     ::setenv(name, value.c_str(), 1);
   }
+  void unset(const char* name) {
+    set(name, "");
+    ::unsetenv(name);
+  }
   ~ScopedEnv() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
       it->second ? ::setenv(it->first.c_str(), it->second->c_str(), 1)
@@ -208,6 +212,21 @@ TEST(SlurmEnv, EnvInitUnderSrunWithABadNodeListNamesIt) {
   ScopedEnv env;
   srun_task(env, 1, 2, "7", "node[1-2,");
   expect_error([] { resolve_init_method(InitOptions{}); }, {"SLURM_STEP_NODELIST='node[1-2,'"});
+}
+
+// A process started alone (no launcher's variables, no world size) or in a world of one joins no
+// job: no store is made, nothing listens.
+TEST(JoinJob, AProcessAloneOrAWorldOfOneConnectsNothing) {
+  ScopedEnv env;
+  for (const char* v : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_ID", "SLURM_PROCID",
+                        "SLURM_NTASKS", "SLURM_JOB_ID"})
+    env.unset(v);
+  InitOptions o;
+  EXPECT_EQ(join_job(o), nullptr);
+  o.init_method = "tcp://127.0.0.1:1";  // never contacted
+  o.world_size = 1;
+  o.rank = 0;
+  EXPECT_EQ(join_job(o), nullptr);
 }
 
 }  // namespace
