@@ -109,8 +109,8 @@ void add_ipc_flags(apps::Flags& f, Config* cfg, std::string* slot_bytes) {
   // The sweep flags' defaults: what the ENGINE_* variables say (docs/knobs.md), else auto and 0.
   cfg->cuda_ring_protocol = knobs::ring_protocol();
   cfg->cuda_ring_channels = knobs::ring_channels();
-  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol,
-               {"auto", "ll", "simple", "events"}, kIpcProtocolHelp);
+  f.add_choice("cuda-ring-protocol", &cfg->cuda_ring_protocol, {"auto", "ll", "simple", "events"},
+               kIpcProtocolHelp);
   f.add("cuda-ring-channels", &cfg->cuda_ring_channels,
         "--ring-transport ipc: simple's channels (thread blocks), 1..32; 0: the default (32)");
   f.add("cuda-ring-slot-bytes", slot_bytes,
