@@ -52,7 +52,7 @@ Zero1::Zero1(comm::Communicator& comm, nn::NamedTensors params, size_t bucket_by
   for (size_t i = params_.size(); i-- > 0;) {  // reverse: as bucketed averaging
     const size_t nb = params_[i].second.nbytes();
     if (buckets_.empty() || (bytes > 0 && bytes + nb > bucket_bytes)) {
-      buckets_.push_back(new Bucket);
+      buckets_.push_back(std::make_unique<Bucket>());
       bytes = 0;
     }
     Bucket& b = *buckets_.back();
@@ -81,9 +81,7 @@ std::unique_ptr<comm::GradReducer> Zero1::make_reducer() {
   return std::make_unique<ZeroReducer>(*this);
 }
 
-Zero1::~Zero1() {
-  for (Bucket* b : buckets_) delete b;
-}
+Zero1::~Zero1() = default;
 
 void Zero1::pack_params(Bucket& b) const {
   b.flat.fill_(0.0f);
@@ -104,7 +102,7 @@ nn::NamedTensors Zero1::checked() const {
 }
 
 void Zero1::reduce_scatter() {
-  for (Bucket* b : buckets_) {
+  for (const auto& b : buckets_) {
     trace::Scope ts("reduce_scatter", "comm");
     ts.arg("bytes", b->flat.nbytes());
     b->flat.fill_(0.0f);  // the padding, and parameters without a gradient this step
@@ -119,7 +117,7 @@ void Zero1::reduce_scatter() {
 
 void Zero1::step() {
   opt_->step();
-  for (Bucket* b : buckets_) {
+  for (const auto& b : buckets_) {
     trace::Scope ts("all_gather", "comm");
     ts.arg("bytes", b->flat.nbytes());
     comm_.all_gather(b->shard_param, b->flat);
@@ -186,7 +184,7 @@ nn::NamedTensors Zero1::gather_state() {
 int64_t Zero1::bytes_per_step() const {
   const int64_t world = comm_.size();
   int64_t n = 0;
-  for (const Bucket* b : buckets_) n += 2 * (world - 1) * b->shard * 4;
+  for (const auto& b : buckets_) n += 2 * (world - 1) * b->shard * 4;
   return n;
 }
 

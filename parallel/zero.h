@@ -65,8 +65,8 @@ class Zero1 : public StepOptimizer {
   comm::Communicator& comm_;
   nn::NamedTensors params_;
   OptimizerOptions options_;
-  std::vector<Bucket*> buckets_;
-  std::unique_ptr<nn::Optimizer> opt_;   // over the shards, "zero<k>"
+  std::vector<std::unique_ptr<Bucket>> buckets_;  // freed also when the constructor throws
+  std::unique_ptr<nn::Optimizer> opt_;            // over the shards, "zero<k>"
   std::unique_ptr<nn::Optimizer> full_;  // over params_, without state: zero_grad, gathered()
 };
 
