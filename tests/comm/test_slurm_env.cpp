@@ -16,6 +16,7 @@
 #include "comm/transport/socket.h"
 #include "core/error.h"
 #include "tests/common/expect_error.h"
+#include "tests/common/scoped_env.h"
 
 namespace engine::comm::slurm {
 namespace {
@@ -159,10 +160,6 @@ class ScopedEnv {
     saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
     ::setenv(name, value.c_str(), 1);
   }
-  void unset(const char* name) {
-    set(name, "");
-    ::unsetenv(name);
-  }
   ~ScopedEnv() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
       it->second ? ::setenv(it->first.c_str(), it->second->c_str(), 1)
@@ -217,10 +214,10 @@ TEST(SlurmEnv, EnvInitUnderSrunWithABadNodeListNamesIt) {
 // A process started alone (no launcher's variables, no world size) or in a world of one joins no
 // job: no store is made, nothing listens.
 TEST(JoinJob, AProcessAloneOrAWorldOfOneConnectsNothing) {
-  ScopedEnv env;
-  for (const char* v : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_ID", "SLURM_PROCID",
-                        "SLURM_NTASKS", "SLURM_JOB_ID"})
-    env.unset(v);
+  using test_env::ScopedEnv;
+  ScopedEnv world("WORLD_SIZE", nullptr), ompi("OMPI_COMM_WORLD_SIZE", nullptr),
+      step("SLURM_STEP_ID", nullptr), procid("SLURM_PROCID", nullptr),
+      tasks("SLURM_NTASKS", nullptr), job("SLURM_JOB_ID", nullptr);
   InitOptions o;
   EXPECT_EQ(join_job(o), nullptr);
   o.init_method = "tcp://127.0.0.1:1";  // never contacted

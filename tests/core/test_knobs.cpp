@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/knobs.h"
-#include "tests/core/scoped_env.h"
+#include "tests/common/scoped_env.h"
 
 using namespace engine;
 using engine::test_env::ScopedEnv;

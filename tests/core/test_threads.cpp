@@ -6,7 +6,7 @@
 
 #include "core/threads.h"
 #include "io/error.h"
-#include "tests/core/scoped_env.h"
+#include "tests/common/scoped_env.h"
 
 using namespace engine;
 

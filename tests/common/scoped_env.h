@@ -1,4 +1,4 @@
-// tests/core/scoped_env.h: sets (or unsets) one environment variable for a scope and restores it,
+// tests/common/scoped_env.h: sets (or unsets) one environment variable for a scope and restores it,
 // for tests of what the process's environment forces (core/knobs.h).
 #pragma once
 #include <cstdlib>
