@@ -19,6 +19,13 @@ ENGINE_HD void dropout_keep4(uint64_t seed, uint64_t offset, uint64_t g, float p
   for (int j = 0; j < 4; ++j) keep[j] = uint_to_unit_float(r.v[j]) >= p;
 }
 
+// Dropout by global position (the kernels' _at variants): a global batch of B images of E
+// elements each (E = 1 plane per channel for dropout2d) is one stream: the layer reserves
+// Generator::reserve(B * E) once per call (the same count on every rank, so the offsets agree at
+// every world size) and the call over images [g0, g1) passes first = g0 * E. Element e of the
+// global batch then draws philox_uniform(seed, offset, e), whichever rank holds it and however
+// many images a call covers; at g0 = 0 over the whole batch these are the default masks.
+
 // Survivors are scaled by 1/(1-p) (torch divides by the float of 1-p); p = 1 scales by 0.
 ENGINE_HD float dropout_scale(float p) {
   return p >= 1.f ? 0.f : 1.f / static_cast<float>(1.0 - static_cast<double>(p));

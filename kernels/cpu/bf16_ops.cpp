@@ -34,6 +34,21 @@ bool linear_on_gemm(const LinearShape& s) {
   return static_cast<double>(s.n) * s.in * s.out >= detail::kBf16GemmMinMacs;
 }
 
+// y (N, out) = x (N, in) w^T; w as the (out, in) operand.
+void forward_on_gemm(const float* x, const float* w, const float* b, float* y,
+                     const LinearShape& s) {
+  Bf16Output c;
+  c.c = y, c.ldc = s.out, c.bias = b;
+  detail::gemm_bf16(s.n, s.out, s.in, strided(x, s.in, 1), strided(w, s.in, 1), c);
+}
+
+// dx (N, in) = dy (N, out) w (out, in); w as the (in, out) operand.
+void backward_data_on_gemm(const float* dy, const float* w, float* dx, const LinearShape& s) {
+  Bf16Output c;
+  c.c = dx, c.ldc = s.in;
+  detail::gemm_bf16(s.n, s.in, s.out, strided(dy, s.out, 1), strided(w, 1, s.in), c);
+}
+
 }  // namespace
 
 float round_to_bf16(float x) {
@@ -57,20 +72,28 @@ void linear_forward_bf16(const float* x, const float* w, const float* b, float* 
   require_avx512_bf16("linear in bf16");
   check(s, "linear_forward_bf16");
   if (!linear_on_gemm(s)) return ref::linear_forward_bf16(x, w, b, y, s);
-  // y (N, out) = x (N, in) w^T; w as the (out, in) operand.
-  Bf16Output c;
-  c.c = y, c.ldc = s.out, c.bias = b;
-  detail::gemm_bf16(s.n, s.out, s.in, strided(x, s.in, 1), strided(w, s.in, 1), c);
+  forward_on_gemm(x, w, b, y, s);
 }
 
 void linear_backward_data_bf16(const float* dy, const float* w, float* dx, const LinearShape& s) {
   require_avx512_bf16("linear in bf16");
   check(s, "linear_backward_data_bf16");
   if (!linear_on_gemm(s)) return ref::linear_backward_data_bf16(dy, w, dx, s);
-  // dx (N, in) = dy (N, out) w (out, in); w as the (in, out) operand.
-  Bf16Output c;
-  c.c = dx, c.ldc = s.in;
-  detail::gemm_bf16(s.n, s.in, s.out, strided(dy, s.out, 1), strided(w, 1, s.in), c);
+  backward_data_on_gemm(dy, w, dx, s);
+}
+
+void linear_forward_bf16_invariant(const float* x, const float* w, const float* b, float* y,
+                                   const LinearShape& s) {
+  require_avx512_bf16("linear in bf16");
+  check(s, "linear_forward_bf16_invariant");
+  forward_on_gemm(x, w, b, y, s);
+}
+
+void linear_backward_data_bf16_invariant(const float* dy, const float* w, float* dx,
+                                         const LinearShape& s) {
+  require_avx512_bf16("linear in bf16");
+  check(s, "linear_backward_data_bf16_invariant");
+  backward_data_on_gemm(dy, w, dx, s);
 }
 
 void linear_backward_weight_bf16(const float* dy, const float* x, float* dw, const LinearShape& s,

@@ -23,4 +23,15 @@ void linear_backward_data_bf16(const float* dy, const float* w, float* dx, const
 void linear_backward_weight_bf16(const float* dy, const float* x, float* dw, const LinearShape& s,
                                  float beta);
 
+// Batch-invariant schedules (the world-invariant mode's): the functions above take the rounding
+// reference for products below kBf16GemmMinMacs, which sums in another order than the GEMM, so a
+// sample's bits there depend on how many samples came with it (net's fc1, 320 -> 50: reference
+// at N 16, GEMM at N 17). These take the GEMM at every N (each element of its C is summed in one
+// fixed order whatever M is); the default keeps its choice, faster for small products. The weight
+// gradients need none: a chunk of fixed size always makes the same choice.
+void linear_forward_bf16_invariant(const float* x, const float* w, const float* b, float* y,
+                                   const LinearShape& s);
+void linear_backward_data_bf16_invariant(const float* dy, const float* w, float* dx,
+                                         const LinearShape& s);
+
 }  // namespace engine::kernels::cpu

@@ -160,13 +160,30 @@ void apply(const float* src, float* dst, uint8_t* mask, int64_t count, float p, 
   });
 }
 
+// apply() for the elements [first, first + count) of the stream: the up to 3 before the next
+// group of 4 drawn one by one (dropout_keep), the rest by apply() from that group's counter.
+void apply_at(const float* src, float* dst, uint8_t* mask, int64_t count, float p, uint64_t seed,
+              uint64_t offset, uint64_t first) {
+  const int64_t head = std::min<int64_t>(count, static_cast<int64_t>((4 - first % 4) % 4));
+  const float scale = dropout_scale(p);
+  for (int64_t i = 0; i < head; ++i) {
+    const bool keep = dropout_keep(seed, offset, first + static_cast<uint64_t>(i), p);
+    dst[i] = dropout_apply(src[i], keep, scale);
+    if (mask) mask[i] = keep ? 1 : 0;
+  }
+  apply(src + head, dst + head, mask ? mask + head : nullptr, count - head, p, seed,
+        offset + (first + static_cast<uint64_t>(head)) / 4);
+}
+
+// Plane q of the call keeps dropout_keep(seed, offset, first + q, p).
 void apply2d(const float* src, float* dst, int64_t planes, int64_t plane_size, float p,
-             uint64_t seed, uint64_t offset) {
+             uint64_t seed, uint64_t offset, uint64_t first) {
   const float scale = dropout_scale(p);
   parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, plane_size)),
                [&](int64_t q0, int64_t q1) {
                  for (int64_t q = q0; q < q1; ++q) {
-                   const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(q), p);
+                   const bool keep =
+                       dropout_keep(seed, offset, first + static_cast<uint64_t>(q), p);
                    const float* s = src + q * plane_size;
                    float* d = dst + q * plane_size;
                    for (int64_t i = 0; i < plane_size; ++i) d[i] = dropout_apply(s[i], keep, scale);
@@ -207,13 +224,44 @@ void dropout_backward_mask(const float* dy, const uint8_t* mask, float* dx, int6
 void dropout2d_forward(const float* x, float* y, int64_t planes, int64_t plane_size, float p,
                        uint64_t seed, uint64_t offset) {
   check_p(p, "dropout2d_forward");
-  apply2d(x, y, planes, plane_size, p, seed, offset);
+  apply2d(x, y, planes, plane_size, p, seed, offset, 0);
 }
 
 void dropout2d_backward(const float* dy, float* dx, int64_t planes, int64_t plane_size, float p,
                         uint64_t seed, uint64_t offset) {
   check_p(p, "dropout2d_backward");
-  apply2d(dy, dx, planes, plane_size, p, seed, offset);
+  apply2d(dy, dx, planes, plane_size, p, seed, offset, 0);
+}
+
+void dropout_forward_at(const float* x, float* y, int64_t count, float p, uint64_t seed,
+                        uint64_t offset, uint64_t first) {
+  check_p(p, "dropout_forward_at");
+  apply_at(x, y, nullptr, count, p, seed, offset, first);
+}
+
+void dropout_backward_at(const float* dy, float* dx, int64_t count, float p, uint64_t seed,
+                         uint64_t offset, uint64_t first) {
+  check_p(p, "dropout_backward_at");
+  apply_at(dy, dx, nullptr, count, p, seed, offset, first);
+}
+
+void dropout_forward_mask_at(const float* x, float* y, uint8_t* mask, int64_t count, float p,
+                             uint64_t seed, uint64_t offset, uint64_t first) {
+  check_p(p, "dropout_forward_mask_at");
+  ENGINE_CHECK(mask || count == 0, "dropout_forward_mask_at: mask is null");
+  apply_at(x, y, mask, count, p, seed, offset, first);
+}
+
+void dropout2d_forward_at(const float* x, float* y, int64_t planes, int64_t plane_size, float p,
+                          uint64_t seed, uint64_t offset, uint64_t first_plane) {
+  check_p(p, "dropout2d_forward_at");
+  apply2d(x, y, planes, plane_size, p, seed, offset, first_plane);
+}
+
+void dropout2d_backward_at(const float* dy, float* dx, int64_t planes, int64_t plane_size, float p,
+                           uint64_t seed, uint64_t offset, uint64_t first_plane) {
+  check_p(p, "dropout2d_backward_at");
+  apply2d(dy, dx, planes, plane_size, p, seed, offset, first_plane);
 }
 
 void dropout_mask(uint8_t* mask, int64_t count, float p, uint64_t seed, uint64_t offset) {

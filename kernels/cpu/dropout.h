@@ -30,6 +30,21 @@ void dropout2d_forward(const float* x, float* y, int64_t planes, int64_t plane_s
 void dropout2d_backward(const float* dy, float* dx, int64_t planes, int64_t plane_size, float p,
                         uint64_t seed, uint64_t offset);
 
+// By global position (kernels/dropout.h): the same masks for a slice of a longer stream, element
+// (or plane) i of the call drawing as element first + i of (seed, offset). Overlapping calls give
+// the same decision for the same stream element, whatever their starts, lengths and thread counts;
+// first 0 gives the functions above bit for bit.
+void dropout_forward_at(const float* x, float* y, int64_t count, float p, uint64_t seed,
+                        uint64_t offset, uint64_t first);
+void dropout_backward_at(const float* dy, float* dx, int64_t count, float p, uint64_t seed,
+                         uint64_t offset, uint64_t first);
+void dropout_forward_mask_at(const float* x, float* y, uint8_t* mask, int64_t count, float p,
+                             uint64_t seed, uint64_t offset, uint64_t first);
+void dropout2d_forward_at(const float* x, float* y, int64_t planes, int64_t plane_size, float p,
+                          uint64_t seed, uint64_t offset, uint64_t first_plane);
+void dropout2d_backward_at(const float* dy, float* dx, int64_t planes, int64_t plane_size, float p,
+                           uint64_t seed, uint64_t offset, uint64_t first_plane);
+
 // mask[i] = 1 if element (or plane) i is kept, else 0, for i < count (tests, debugging).
 void dropout_mask(uint8_t* mask, int64_t count, float p, uint64_t seed, uint64_t offset);
 

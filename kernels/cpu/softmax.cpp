@@ -68,13 +68,26 @@ void nll_loss_forward(const float* logp, const int64_t* target, float* loss, int
   *loss = static_cast<float>(sum / double(n));
 }
 
+void nll_loss_per_sample(const float* logp, const int64_t* target, float* loss, int64_t n,
+                         int64_t c) {
+  check_dims(n, c, "nll_loss_per_sample");
+  check_targets(target, n, c, "nll_loss_per_sample");
+  for (int64_t i = 0; i < n; ++i) loss[i] = -logp[i * c + target[i]];
+}
+
 void nll_loss_backward(const float* dloss, const int64_t* target, float* dlogp, int64_t n,
                        int64_t c) {
   check_dims(n, c, "nll_loss_backward");
+  // -(d / n) is -d / n: rounding is symmetric.
+  nll_loss_backward_scaled(*dloss / static_cast<float>(n), target, dlogp, n, c);
+}
+
+void nll_loss_backward_scaled(float scale, const int64_t* target, float* dlogp, int64_t n,
+                              int64_t c) {
+  check_dims(n, c, "nll_loss_backward");
   check_targets(target, n, c, "nll_loss_backward");
   std::fill(dlogp, dlogp + n * c, 0.f);
-  const float g = -*dloss / static_cast<float>(n);
-  for (int64_t i = 0; i < n; ++i) dlogp[i * c + target[i]] = g;
+  for (int64_t i = 0; i < n; ++i) dlogp[i * c + target[i]] = -scale;
 }
 
 float cross_entropy_forward(const float* x, const int64_t* target, float* logp, int64_t n,
@@ -90,8 +103,13 @@ float cross_entropy_forward(const float* x, const int64_t* target, float* logp, 
 void cross_entropy_backward(float dloss, const float* logp, const int64_t* target, float* dx,
                             int64_t n, int64_t c) {
   check_dims(n, c, "cross_entropy_backward");
+  cross_entropy_backward_scaled(dloss / static_cast<float>(n), logp, target, dx, n, c);
+}
+
+void cross_entropy_backward_scaled(float scale, const float* logp, const int64_t* target, float* dx,
+                                   int64_t n, int64_t c) {
+  check_dims(n, c, "cross_entropy_backward");
   check_targets(target, n, c, "cross_entropy_backward");
-  const float scale = dloss / static_cast<float>(n);
   parallel_for(n, row_grain(c), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t j = 0; j < c; ++j)

@@ -21,6 +21,19 @@ void nll_loss_forward(const float* logp, const int64_t* target, float* loss, int
 void nll_loss_backward(const float* dloss, const int64_t* target, float* dlogp, int64_t n,
                        int64_t c);
 
+// The batch-invariant forms (a sample's numbers do not depend on the N of the call): loss[i] =
+// -logp[i, target[i]], for a caller that sums over the global batch itself; and the gradients
+// with the scale given (dloss / B for a mean over a global batch of B; the functions above take
+// dloss / N of the call's N, which a rank's share of the batch does not know).
+void nll_loss_per_sample(const float* logp, const int64_t* target, float* loss, int64_t n,
+                         int64_t c);
+// dlogp (N, C) = -scale at each target, 0 elsewhere. Overwrites.
+void nll_loss_backward_scaled(float scale, const int64_t* target, float* dlogp, int64_t n,
+                              int64_t c);
+// dx (N, C) = (softmax - onehot(target)) * scale, from the saved logp. Overwrites.
+void cross_entropy_backward_scaled(float scale, const float* logp, const int64_t* target, float* dx,
+                                   int64_t n, int64_t c);
+
 // Cross entropy of logits x (N, C): writes logp = log_softmax(x) (kept for backward) and
 // returns nll_loss(logp, target).
 float cross_entropy_forward(const float* x, const int64_t* target, float* logp, int64_t n,

@@ -89,6 +89,20 @@ ENGINE_CUDA_OP(void dropout2d_forward(int device, const float* x, float* y, int6
                                       int64_t plane_size, float p, uint64_t seed, uint64_t offset))
 ENGINE_CUDA_OP(void dropout2d_backward(int device, const float* dy, float* dx, int64_t planes,
                                        int64_t plane_size, float p, uint64_t seed, uint64_t offset))
+// By global position: element (plane) i of the call draws as first + i (kernels/cpu/dropout.h).
+ENGINE_CUDA_OP(void dropout_forward_at(int device, const float* x, float* y, int64_t count, float p,
+                                       uint64_t seed, uint64_t offset, uint64_t first))
+ENGINE_CUDA_OP(void dropout_backward_at(int device, const float* dy, float* dx, int64_t count,
+                                        float p, uint64_t seed, uint64_t offset, uint64_t first))
+ENGINE_CUDA_OP(void dropout_forward_mask_at(int device, const float* x, float* y, uint8_t* mask,
+                                            int64_t count, float p, uint64_t seed, uint64_t offset,
+                                            uint64_t first))
+ENGINE_CUDA_OP(void dropout2d_forward_at(int device, const float* x, float* y, int64_t planes,
+                                         int64_t plane_size, float p, uint64_t seed,
+                                         uint64_t offset, uint64_t first_plane))
+ENGINE_CUDA_OP(void dropout2d_backward_at(int device, const float* dy, float* dx, int64_t planes,
+                                          int64_t plane_size, float p, uint64_t seed,
+                                          uint64_t offset, uint64_t first_plane))
 
 // ---- max pooling: arg (N, C, OH, OW) int32 (DType::I32) index within the (H, W) plane ----
 ENGINE_CUDA_OP(void max_pool2d_forward(int device, const float* x, float* y, int32_t* arg,

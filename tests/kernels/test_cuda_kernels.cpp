@@ -177,6 +177,32 @@ TEST_F(CudaKernels, DropoutMasksEqualCpuMasks) {
   EXPECT_EQ(gy.to_vector(), y);
 }
 
+// Dropout by global position: the _at kernels draw as the CPU's for any first element (heads
+// before a group of 4 included) and any first plane.
+TEST_F(CudaKernels, DropoutAtAGlobalPositionMatchesCpu) {
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1001}})
+    for (uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{50 * 77}}) {
+      const auto x = filled(n, 35);
+      std::vector<float> y(n);
+      std::vector<uint8_t> mask(n);
+      kc::dropout_forward_mask_at(x.data(), y.data(), mask.data(), n, 0.5f, 42, 13, first);
+      Tensor gx = up(x), gy = dempty(n);
+      Tensor gmask = Tensor::empty({n}, DType::U8, dev());
+      kg::dropout_forward_mask_at(kDev, p(gx), p(gy), gmask.data<uint8_t>(), n, 0.5f, 42, 13,
+                                  first);
+      EXPECT_EQ(gy.to_vector(), y) << "n " << n << " first " << first;
+      Tensor hmask = gmask.to(Device::cpu());
+      EXPECT_EQ(std::vector<uint8_t>(hmask.data<uint8_t>(), hmask.data<uint8_t>() + n), mask)
+          << "n " << n << " first " << first;
+      kc::dropout_backward_at(x.data(), y.data(), n, 0.5f, 42, 13, first);
+      kg::dropout_backward_at(kDev, p(gx), p(gy), n, 0.5f, 42, 13, first);
+      EXPECT_EQ(gy.to_vector(), y) << "backward n " << n << " first " << first;
+      kc::dropout2d_forward_at(x.data(), y.data(), n, 1, 0.5f, 42, 13, first);
+      kg::dropout2d_forward_at(kDev, p(gx), p(gy), n, 1, 0.5f, 42, 13, first);
+      EXPECT_EQ(gy.to_vector(), y) << "2d n " << n << " first " << first;
+    }
+}
+
 // The kept-mask path: the same bytes and outputs as the CPU's, and its backward.
 TEST_F(CudaKernels, DropoutKeptMaskMatchesCpu) {
   for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{65}, int64_t{100003}})

@@ -68,6 +68,20 @@ void conv2d_backward_input_bf16(const float* dy, const float* w, float* dx, cons
   detail::conv2d_backward_input_bf16_flat(dy, w, dx, s);
 }
 
+void conv2d_forward_bf16_invariant(const float* x, const float* w, const float* b, float* y,
+                                   const Conv2dShape& s) {
+  require_avx512_bf16("conv2d in bf16");
+  if (!detail::conv2d_bf16_flat_supported(s)) return ref::conv2d_forward_bf16(x, w, b, y, s);
+  detail::conv2d_forward_bf16_flat(x, w, b, y, s);
+}
+
+void conv2d_backward_input_bf16_invariant(const float* dy, const float* w, float* dx,
+                                          const Conv2dShape& s) {
+  require_avx512_bf16("conv2d in bf16");
+  if (!detail::conv2d_bf16_flat_supported(s)) return ref::conv2d_backward_input_bf16(dy, w, dx, s);
+  detail::conv2d_backward_input_bf16_flat(dy, w, dx, s);
+}
+
 void conv2d_backward_weight_bf16(const float* x, const float* dy, float* dw, float* db,
                                  const Conv2dShape& s, float beta) {
   require_avx512_bf16("conv2d in bf16");

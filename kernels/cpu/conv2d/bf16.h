@@ -15,4 +15,11 @@ void conv2d_backward_input_bf16(const float* dy, const float* w, float* dx, cons
 void conv2d_backward_weight_bf16(const float* x, const float* dy, float* dw, float* db,
                                  const Conv2dShape& s, float beta);
 
+// Batch-invariant schedules (bf16_ops.h's linear ones): the GEMM wherever it runs the shape, at
+// every N; the functions above take the reference for small products.
+void conv2d_forward_bf16_invariant(const float* x, const float* w, const float* b, float* y,
+                                   const Conv2dShape& s);
+void conv2d_backward_input_bf16_invariant(const float* dy, const float* w, float* dx,
+                                          const Conv2dShape& s);
+
 }  // namespace engine::kernels::cpu
