@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -145,6 +146,9 @@ void save_training_checkpoint(const std::string& path, const Module& m, const Op
   if (!pos.model.empty()) meta["model"] = pos.model;
   if (!pos.epoch_loss_sums.empty())
     meta["engine.epoch_loss_sums"] = doubles_text(pos.epoch_loss_sums);
+  if (pos.world_size > 0) meta["engine.world_size"] = std::to_string(pos.world_size);
+  if (pos.batch_size > 0) meta["engine.batch_size"] = std::to_string(pos.batch_size);
+  meta["engine.world_invariant"] = pos.world_invariant ? "1" : "0";
   save_safetensors(path, entries, meta);
 }
 
@@ -164,6 +168,11 @@ TrainPosition load_training_checkpoint(const std::string& path, Module& m, Optim
   if (auto it = f.metadata.find("model"); it != f.metadata.end()) pos.model = it->second;
   if (auto it = f.metadata.find("engine.epoch_loss_sums"); it != f.metadata.end())
     pos.epoch_loss_sums = parse_doubles(it->second, it->first, path);
+  for (auto [key, field] : {std::pair{"engine.world_size", &pos.world_size},
+                            std::pair{"engine.batch_size", &pos.batch_size}})
+    if (f.metadata.count(key)) *field = static_cast<int64_t>(meta_u64(f, key, path));
+  pos.world_invariant =
+      f.metadata.count("engine.world_invariant") && meta_u64(f, "engine.world_invariant", path);
   int64_t opt_steps = static_cast<int64_t>(meta_u64(f, "engine.optimizer_steps", path));
   load_model_entries(f, m, path, kOptPrefix, kCommPrefix);
   for (const StEntry& e : f.entries) {

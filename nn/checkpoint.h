@@ -39,8 +39,16 @@ struct TrainPosition {
   // say (checkpoints of older versions, or at an epoch's start).
   std::vector<double> epoch_loss_sums;
   // State of the gradient communication (PowerSGD's Q and error feedback), tensors named by
-  // their owner [entries "comm.<name>"]; empty when the run keeps none.
+  // their owner [entries "comm.<name>"], one rank's own named "<name>.rank<r>"; empty when the
+  // run keeps none.
   NamedTensors comm_state;
+  // The run that wrote it: its number of ranks [engine.world_size] and its images per step over
+  // all ranks, of which each rank takes batch_size / world_size [engine.batch_size]; 0 when the
+  // file does not say (checkpoints of older versions). batch_in_epoch counts steps of that run.
+  int64_t world_size = 0, batch_size = 0;
+  // Written in the world-invariant mode, whose data order is one global order for every world
+  // size [engine.world_invariant: 0 or 1; absent in older versions, which had no such mode].
+  bool world_invariant = false;
 };
 void save_training_checkpoint(const std::string& path, const Module& m, const Optimizer& opt,
                               const TrainPosition& pos);

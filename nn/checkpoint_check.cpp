@@ -1,6 +1,7 @@
 // nn/checkpoint_check.cpp: see checkpoint_check.h.
 #include "nn/checkpoint_check.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -41,6 +42,11 @@ void check_numbers(const StFile& f, const std::string& path) {
     checkpoint_meta_uint(f, k, path, kMaxInt64);
   for (const char* k : {"engine.init_seed", "engine.dropout_seed", "engine.dropout_offset"})
     checkpoint_meta_uint(f, k, path);
+  for (const char* k : {"engine.world_size", "engine.batch_size"})
+    ENGINE_CHECK(!f.metadata.count(k) || checkpoint_meta_uint(f, k, path, kMaxInt64) > 0, path,
+                 ": metadata '", k, "' is 0 (a run has a rank and an image per step at least)");
+  if (f.metadata.count("engine.world_invariant"))
+    checkpoint_meta_uint(f, "engine.world_invariant", path, 1);
   size_t replicas = 0;
   while (f.metadata.count(kReplicaPrefix + std::to_string(replicas + 1)))
     checkpoint_meta_uint(f, kReplicaPrefix + std::to_string(++replicas), path);
@@ -112,6 +118,61 @@ void check_optimizer(const StFile& f, const std::string& path, const Optimizer& 
                  "' is missing after ", steps, " optimizer steps (engine.optimizer_steps)");
 }
 
+// The first entry of one rank's own communication state ("<name>.rank<r>") that holds anything
+// (PowerSGD's error feedback, zeros until compression starts); "" when there is none. Another
+// world size has no rank to hand it to, or ranks that would start without theirs.
+std::string rank_state(const TrainPosition& p) {
+  for (const auto& [name, t] : p.comm_state) {
+    const size_t at = name.rfind(".rank");
+    if (at == std::string::npos || at + 5 == name.size() ||
+        name.find_first_not_of("0123456789", at + 5) != std::string::npos)
+      continue;
+    const Tensor h = t.to(Device::cpu());
+    const float* v = h.data<float>();
+    if (std::any_of(v, v + h.numel(), [](float x) { return x != 0; })) return name;
+  }
+  return "";
+}
+
+// The writer's world size, batch size and mode against this run's (check_resume_position).
+void check_world(const std::string& path, const TrainPosition& p, const ResumeRun& run) {
+  using S = ResumeMismatch::Setting;
+  if (run.world_size == 0) return;  // evaluates the weights: no position to go on from
+  const bool mid = p.batch_in_epoch > 0;
+  ENGINE_CHECK(!mid || p.world_invariant == run.world_invariant, path,
+               ": field 'engine.world_invariant' is ", p.world_invariant ? 1 : 0, " and this run ",
+               run.world_invariant ? "is" : "is not", " in the world-invariant mode: mid-epoch ",
+               "(engine.batch_in_epoch ", p.batch_in_epoch,
+               ") a position in one mode's data order is none in the other's");
+  if (p.world_size > 0 && p.world_size != run.world_size) {
+    std::string why;
+    if (mid)
+      why = detail::concat(": the checkpoint stops mid-epoch (engine.batch_in_epoch ",
+                           p.batch_in_epoch, " counts steps over the shards of ", p.world_size,
+                           " ranks), where another world size cannot go on (resume it at ",
+                           p.world_size, " ranks, or from a checkpoint at an epoch's end)");
+    else if (const std::string state = rank_state(p); !state.empty())
+      why = detail::concat(" and the file holds one rank's state 'comm.", state,
+                           "', which another world size cannot share out (resume it at ",
+                           p.world_size, " ranks)");
+    if (!why.empty())
+      throw ResumeMismatch(
+          S::WorldSize,
+          detail::concat(path, ": field 'engine.world_size' is ", p.world_size, ", this run's "),
+          "world size", detail::concat(" is ", run.world_size, why));
+  }
+  if (mid && p.batch_size > 0 && p.batch_size != run.batch_size)
+    throw ResumeMismatch(
+        S::BatchSize,
+        detail::concat(path, ": field 'engine.batch_size' is ", p.batch_size, ", this run's "),
+        "batch size",
+        detail::concat(" is ", run.batch_size,
+                       ": the checkpoint stops mid-epoch (engine.batch_in_epoch ", p.batch_in_epoch,
+                       " counts steps of ", p.batch_size,
+                       " images), where another batch size cannot go on (resume it with ",
+                       p.batch_size, ", or from a checkpoint at an epoch's end)"));
+}
+
 }  // namespace
 
 const char* optimizer_kind(const Optimizer& opt) {
@@ -153,6 +214,7 @@ void check_resume_position(const std::string& path, const TrainPosition& p, cons
                          detail::concat(path, ": field 'engine.epoch' is ", p.epoch, ", past the ",
                                         run.epochs, " epoch(s) of "),
                          "the run's epoch count", detail::concat(" ", run.epochs));
+  check_world(path, p, run);
   ENGINE_CHECK(p.batch_in_epoch == 0 || p.batch_in_epoch < run.batches_per_epoch, path,
                ": field 'engine.batch_in_epoch' is ", p.batch_in_epoch,
                ", past the end of an epoch of this run (", run.batches_per_epoch,

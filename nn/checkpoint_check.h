@@ -28,7 +28,8 @@ uint64_t checkpoint_meta_uint(const StFile& f, const std::string& key, const std
 //   - every position and counter (engine.epoch, engine.batch_in_epoch, engine.step,
 //     engine.optimizer_steps) a non-negative int64, every seed and offset (engine.init_seed,
 //     engine.dropout_seed, engine.dropout_offset, dp_dropout_offset_<i>) an unsigned integer, the
-//     DataParallel offsets numbered 1, 2, ... without gaps;
+//     DataParallel offsets numbered 1, 2, ... without gaps; where present, the writer's
+//     engine.world_size and engine.batch_size positive int64s, engine.world_invariant 0 or 1;
 //   - the model's tensors all present (a file of another model names its `model` field);
 //   - the optimizer: its kind (as the state's names say) is opt's, every state tensor is one opt
 //   keeps (momentum_buffer for SGD with momentum, exp_avg and
@@ -42,7 +43,7 @@ void check_training_checkpoint(const StFile& f, const std::string& path, const M
 // (an app's flag), so that the message names what its user sets.
 class ResumeMismatch : public Error {
  public:
-  enum class Setting { Optimizer, Model, Seed, Epochs, OneProcessPerRank };
+  enum class Setting { Optimizer, Model, Seed, Epochs, OneProcessPerRank, WorldSize, BatchSize };
   ResumeMismatch(Setting s, std::string before, const std::string& words, std::string after)
       : Error(before + words + after),
         setting(s),
@@ -63,12 +64,20 @@ struct ResumeRun {
   int64_t batches_per_epoch = 0;  // batches in one epoch of this rank
   int64_t optimizer_steps = 0;    // the restored optimizer's count
   size_t dp_replicas = 0;         // one process over several devices: devices - 1; 0 otherwise
+  // For a run that goes on from the position: its ranks and its images per step over all ranks;
+  // 0 for one that only evaluates the weights (no position to go on from, any world size).
+  int64_t world_size = 0, batch_size = 0;
+  bool world_invariant = false;  // in the world-invariant mode (one global data order)
 };
 
 // Where a training checkpoint stands, checked against the run that resumes it (after
 // check_training_checkpoint has checked the file against the model and the optimizer): the model
 // and seed it was trained with, an epoch within the run's epochs, a batch within this run's epoch,
-// the step counters agreeing, DataParallel's replicas. Throws engine::Error "<path>: field
+// the step counters agreeing, DataParallel's replicas. A file that names its world size or batch
+// size continues at another only where the position means the same there: at an epoch's end, with
+// no rank's own state in it (PowerSGD's error feedback once it holds anything; the batch size
+// leaves that alone); mid-epoch, engine.batch_in_epoch counts steps over the writer's shards and
+// batches, and the mode (its data order) must agree too. Throws engine::Error "<path>: field
 // '<key>' ..." (ResumeMismatch where a setting of the run decides) for a position this run cannot
 // continue from.
 void check_resume_position(const std::string& path, const TrainPosition& p, const ResumeRun& run);

@@ -1,6 +1,7 @@
 // apps/ring_demo/algo_draw.cpp: the pictures of `ring_demo --algo rd|rh|tree` (algo_run.h). Each
 // round is a panel: the ranks on a circle (rank 0 on top, clockwise), an arrow from sender to
-// receiver per message, labelled with its elements; orange arrows combine, green ones copy.
+// receiver per message, labelled with its elements near the sender; orange arrows combine, green
+// ones copy.
 #include <cmath>
 #include <numbers>
 
@@ -28,6 +29,23 @@ Pt at(int r, int W) {
   return {kW / 2 + kR * std::cos(a), 40 + kR + kR * std::sin(a)};
 }
 
+// An arrow's label (font-size 10: about 5.6 px a character, 10 px high) beside its shaft from a
+// to b: a third of the way from the source and at most 24 px along, away from the middle where
+// crossing arrows meet (0-2 and 1-3 at W = 4, every diameter at W = 8), on the side the arrow is
+// shifted to, its box clear of the shaft.
+std::string label(Pt a, Pt b, const std::string& text, const char* colour) {
+  const double dx = b.x - a.x, dy = b.y - a.y, len = std::max(1.0, std::hypot(dx, dy));
+  const double nx = -dy / len, ny = dx / len;  // the shaft's left, seen from its source
+  const double half_w = 2.8 * static_cast<double>(text.size()), half_h = 5;
+  const double d = 3 + half_w * std::abs(nx) + half_h * std::abs(ny);
+  const double t = std::min(1.0 / 3, 24 / len);
+  const double cx = a.x + t * dx + d * nx, cy = a.y + t * dy + d * ny;
+  return str(
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" "
+      "fill=\"%s\">%s</text>\n",
+      cx, cy + 3.5, colour, engine::xml_escape(text).c_str());  // the baseline under the centre
+}
+
 std::string arrow(const AlgoRun& run, int from, int to, comm::Range r, bool reduce) {
   const int W = run.cfg.world;
   Pt a = at(from, W), b = at(to, W);
@@ -36,12 +54,10 @@ std::string arrow(const AlgoRun& run, int from, int to, comm::Range r, bool redu
   a = {a.x + 16 * ux - off * uy, a.y + 16 * uy + off * ux};
   b = {b.x - 18 * ux - off * uy, b.y - 18 * uy + off * ux};
   const char* colour = reduce ? "#d9480f" : "#2b8a3e";
-  return str(
-      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\" "
-      "marker-end=\"url(#head%s)\"/>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
-      "text-anchor=\"middle\" fill=\"%s\">[%zu,%zu)</text>\n",
-      a.x, a.y, b.x, b.y, colour, reduce ? "R" : "C", (a.x + b.x) / 2 - 8 * uy,
-      (a.y + b.y) / 2 + 8 * ux, colour, r.begin, r.end);
+  return str("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+             "stroke-width=\"2\" marker-end=\"url(#head%s)\"/>\n",
+             a.x, a.y, b.x, b.y, colour, reduce ? "R" : "C") +
+         label(a, b, str("[%zu,%zu)", r.begin, r.end), colour);
 }
 
 std::string panel(const AlgoRun& run, size_t k) {

@@ -169,6 +169,8 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
   pos_.dropout_seed = dropout_gen_.seed();
   pos_.dropout_offset = dropout_gen_.offset();
   pos_.model = c_.model;
+  pos_.world_size = world_;
+  pos_.batch_size = c_.batch_size;  // over all ranks: each takes batch_
   // The other replicas' dropout streams, for a bit-exact resume of --mode dp.
   pos_.replica_dropout_offsets = dp_ ? dp_->replica_dropout_offsets() : std::vector<uint64_t>{};
   nn::save_training_checkpoint(c_.checkpoint, *model_, opt, pos_);

@@ -112,7 +112,10 @@ std::string collectives_refusal(const parallel::CollectivesRefused& e, int rank)
 }
 
 std::string resume_refusal(const nn::ResumeMismatch& e) {
-  static const char* const kFlag[] = {"--optimizer", "--model", "--seed", "--epochs", "--mode ddp"};
+  static const char* const kFlag[] = {
+      "--optimizer", "--model",    "--seed",
+      "--epochs",    "--mode ddp", "world size (--world-size or the launcher's ranks)",
+      "--batch-size"};
   return e.worded(kFlag[static_cast<int>(e.setting)]);  // in nn::ResumeMismatch::Setting's order
 }
 

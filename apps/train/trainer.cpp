@@ -212,6 +212,10 @@ void Trainer::resume() {
   run.batches_per_epoch = shard_.batches_per_epoch(batch_);
   run.optimizer_steps = opt_->steps();
   run.dp_replicas = dp_devices_.empty() ? 0 : dp_devices_.size() - 1;
+  if (!c_.eval_only) {  // --eval-only goes on from no position: any world size evaluates it
+    run.world_size = world_;
+    run.batch_size = c_.batch_size;
+  }
   nn::check_resume_position(resumed_from_, start_, run);
   pos_ = start_;
   // Each rank keeps its own dropout seed; all ranks draw the same number of values per step.

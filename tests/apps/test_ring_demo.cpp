@@ -1,7 +1,8 @@
 // tests/apps/test_ring_demo.cpp: the built `ring_demo` end to end: its printed final buffers equal
 // the direct computation for W = 1..8 and awkward counts, every op; its steps are deterministic;
 // its SVG and HTML are well-formed (libxml2, tests/common/xml_check.h); the page's first frame fits
-// a 1280 x 800 window and its keys do not scroll it (headless Chromium); --compare prints a row
+// a 1280 x 800 window and its keys do not scroll it, and the texts of the --algo pictures do not
+// overlap (headless Chromium); --compare prints a row
 // per world size; bad flags exit 2.
 #include <gtest/gtest.h>
 
@@ -208,11 +209,19 @@ std::string find_chromium() {
   return "";
 }
 
+// A probe (script that fills the array `out`) run after the page's own script; it leaves
+// "PROBE <out's words> END" in the page.
+std::string probe_script(const char* body) {
+  return std::string("<script>\n(function () {") + body +
+         "  var pre = document.createElement('pre');\n  pre.id = 'probe';\n"
+         "  pre.textContent = 'PROBE ' + out.join(' ') + ' END';\n"
+         "  document.body.appendChild(pre);\n})();\n</script>\n";
+}
+
 // What the probe, run after the page's own script in a 1280 x 800 window, saw: the first frame's
 // box and the window, then per key the frame shown after it and whether the page took the key
 // (preventDefault: no scrolling).
-constexpr const char* kProbe = R"(<script>
-(function () {
+constexpr const char* kProbe = R"(
   var frames = document.querySelectorAll('.frame');
   var r = frames[0].getBoundingClientRect();
   var out = ['box', r.left, r.top, r.right, r.bottom, window.innerWidth, window.innerHeight];
@@ -231,23 +240,57 @@ constexpr const char* kProbe = R"(<script>
   press('left', 'ArrowLeft', false);
   press('down', 'ArrowDown', false);
   press('altright', 'ArrowRight', true);
-  var pre = document.createElement('pre');
-  pre.id = 'probe';
-  pre.textContent = 'PROBE ' + out.join(' ') + ' END';
-  document.body.appendChild(pre);
-})();
-</script>
+)";
+
+// What the label probe saw, with every frame shown: per frame, the pairs of texts in its picture
+// (titles, rank numbers, arrow labels) less than 2 px apart, and the arrows that run through a
+// text (a segment through a box, clipped as Liang and Barsky do).
+constexpr const char* kLabelProbe = R"(
+  var out = [];
+  function crosses(l, b) {
+    var x0 = +l.getAttribute('x1'), y0 = +l.getAttribute('y1');
+    var dx = l.getAttribute('x2') - x0, dy = l.getAttribute('y2') - y0;
+    var p = [-dx, dx, -dy, dy];
+    var q = [x0 - b.x, b.x + b.width - x0, y0 - b.y, b.y + b.height - y0];
+    var t0 = 0, t1 = 1;
+    for (var i = 0; 4 > i; i++) {
+      if (p[i] === 0) {
+        if (0 > q[i]) return false;
+        continue;
+      }
+      var t = q[i] / p[i];
+      if (0 > p[i]) t0 = Math.max(t0, t); else t1 = Math.min(t1, t);
+    }
+    return t1 > t0;
+  }
+  document.querySelectorAll('.frame').forEach(function (f) {
+    f.style.display = '';
+    var boxes = [], n = 0;
+    f.querySelectorAll('svg text').forEach(function (t) { boxes.push(t.getBBox()); });
+    for (var a = 0; boxes.length > a; a++)
+      for (var b = a + 1; boxes.length > b; b++) {
+        var p = boxes[a], q = boxes[b];
+        var ox = Math.min(p.x + p.width, q.x + q.width) - Math.max(p.x, q.x);
+        var oy = Math.min(p.y + p.height, q.y + q.height) - Math.max(p.y, q.y);
+        if (ox > -2) if (oy > -2) n++;
+      }
+    f.querySelectorAll('svg line').forEach(function (l) {
+      boxes.forEach(function (b) { if (crosses(l, b)) n++; });
+    });
+    out.push(n);
+  });
 )";
 
 // The page of `ring_demo <args>` in headless Chromium: the probe's words, in order.
-std::vector<std::string> probe_page(const std::string& chromium, const std::string& args) {
+std::vector<std::string> probe_page(const std::string& chromium, const std::string& args,
+                                    const char* probe = kProbe) {
   const fs::path html = tmp_dir() / "probe_source.html", page = tmp_dir() / "probe.html";
   const RunResult r = run(args + " --html " + html.string());
   EXPECT_EQ(r.code, 0) << r.output;
   std::string h = read_text(html.string());
   const size_t body = h.rfind("</body>");
   if (body == std::string::npos) return {};
-  h.insert(body, kProbe);
+  h.insert(body, probe_script(probe));
   std::ofstream(page) << h;
   const RunResult dom = engine::testing::run(
       "(timeout 120 " + chromium +
@@ -301,6 +344,22 @@ TEST_F(RingDemo, PageFitsA1280By800WindowAndItsKeysDoNotScroll) {
                                                         {"altright", "0", "0"}};
     for (size_t k = 0; k < want.size(); ++k)
       EXPECT_EQ(std::vector<std::string>(w.begin() + 7 + 3 * k, w.begin() + 10 + 3 * k), want[k]);
+  }
+}
+
+// Issue 35: in the rd and rh pictures at W = 4 the exchanges 0-2 and 1-3 cross in the middle, and
+// their four range labels printed on top of each other there, across the other pair's arrows. No
+// two texts of a picture touch, and no arrow runs through a text.
+TEST_F(RingDemo, AlgoPicturesKeepTheirLabelsApart) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) GTEST_SKIP() << "no headless Chromium (Debian: chromium-headless-shell)";
+  for (const char* args :
+       {"--world-size 4 --count 8 --algo rh", "--world-size 4 --count 8 --algo rd"}) {
+    SCOPED_TRACE(args);
+    const std::vector<std::string> w = probe_page(chromium, args, kLabelProbe);
+    ASSERT_FALSE(w.empty());
+    for (size_t k = 0; k < w.size(); ++k)
+      EXPECT_EQ(w[k], "0") << "texts touching texts or arrows in frame " << k;
   }
 }
 

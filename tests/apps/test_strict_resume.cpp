@@ -1,7 +1,8 @@
 // tests/apps/test_strict_resume.cpp: `train --resume` checks every field of a training checkpoint
 // against the run that resumes it, and refuses what it cannot honour with one line naming the
 // file and the field, exit 1: another optimizer, a state tensor of the wrong shape, counters out
-// of range, a batch past the end of the epoch, a malformed DataParallel offset, another model.
+// of range, a batch past the end of the epoch, a malformed DataParallel offset, another model,
+// another batch size or world size mid-epoch.
 // The checkpoints are real ones (a short run of `train`), edited through io/safetensors.
 #include <gtest/gtest.h>
 
@@ -123,6 +124,35 @@ TEST_F(StrictResume, AnotherModelOrSeed) {
   EXPECT_NE(r.output.find(ck + ": field 'model' is 'linear'"), std::string::npos) << r.output;
   std::printf("[message] %s", r.output.c_str());
   expect_refused(ck, "--seed 7", {"field 'engine.init_seed' is 1234, this run's --seed is 7"});
+}
+
+// Mid-epoch another --batch-size or world size would read engine.batch_in_epoch in the wrong
+// steps: refused, naming both values. At an epoch's end both go on, and --eval-only takes any.
+TEST_F(StrictResume, AnotherBatchSizeOrWorldSizeMidEpoch) {
+  const std::string ck = checkpoint("");
+  const std::string at16 = kTrain + " --device cpu --model linear --batch-size 16 --data-dir " +
+                           data_ + " --epochs 2 --resume ";
+  RunResult r = run(at16 + ck);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.output, "train: " + ck +
+                          ": field 'engine.batch_size' is 32, this run's --batch-size is 16: the "
+                          "checkpoint stops mid-epoch (engine.batch_in_epoch 3 counts steps of 32 "
+                          "images), where another batch size cannot go on (resume it with 32, or "
+                          "from a checkpoint at an epoch's end)\n");
+  // Written by 2 ranks (the file edited, so that this test runs one process), resumed by one.
+  expect_refused(edited(ck, [](StFile& f) { f.metadata["engine.world_size"] = "2"; }), "",
+                 {"field 'engine.world_size' is 2, this run's world size (--world-size or the "
+                  "launcher's ranks) is 1: the checkpoint stops mid-epoch"});
+  r = run(at16 + ck + " --eval-only");
+  EXPECT_EQ(r.code, 0) << r.output;
+  const std::string end = path("end.safetensors");
+  ASSERT_EQ(run(common("--checkpoint " + end)).code, 0);
+  const std::string end2 = edited(end, [](StFile& f) { f.metadata["engine.world_size"] = "2"; });
+  r = run(at16 + end2);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Resumed from " + end2 + " at epoch 1, batch 0, step 16"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

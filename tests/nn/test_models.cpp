@@ -262,6 +262,8 @@ TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
   pos.dropout_offset = 123;
   pos.replica_dropout_offsets = {7, 8};
   pos.model = "linear";
+  pos.world_size = 3;
+  pos.batch_size = 96;
   engine::testing::TempDir dir;
   std::string path = dir.file("train.safetensors");
   nn::save_training_checkpoint(path, *m, opt, pos);
@@ -277,7 +279,10 @@ TEST(Checkpoint, TrainingCheckpointRestoresOptimizerAndPosition) {
                                                    {"engine.dropout_offset", "123"},
                                                    {"dp_dropout_offset_1", "7"},
                                                    {"dp_dropout_offset_2", "8"},
-                                                   {"model", "linear"}};
+                                                   {"model", "linear"},
+                                                   {"engine.world_size", "3"},
+                                                   {"engine.batch_size", "96"},
+                                                   {"engine.world_invariant", "0"}};
   EXPECT_EQ(load_safetensors(path).metadata, keys);
   step(*m, opt);  // the uninterrupted run's next step
 
