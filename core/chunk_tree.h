@@ -78,8 +78,14 @@ struct Node {
   size_t index = 0;
   bool operator==(const Node&) const = default;
   auto operator<=>(const Node&) const = default;
-  std::string str() const {
-    return "(" + std::to_string(level) + ", " + std::to_string(index) + ")";
+  std::string str()
+      const {  // "(2, 1)"; appended piecewise (GCC 12's -Wrestrict misfires on "(" + s)
+    std::string s(1, '(');
+    s += std::to_string(level);
+    s += ", ";
+    s += std::to_string(index);
+    s += ')';
+    return s;
   }
 };
 

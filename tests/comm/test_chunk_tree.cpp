@@ -35,7 +35,7 @@ Buf leaf(DType dt, size_t j, size_t count) {
     double v = double(int64_t(j * 1000003 + i * 7919) % 1000) + 1.0;
     if (dt != DType::I64) {
       const int span = dt == DType::F64 ? 40 : 16;
-      v = std::ldexp(1.0 + v / 1024.0, int((j * 5 + i * 3) % (2 * span + 1)) - span);
+      v = std::ldexp(1.0 + v / 1024.0, int((j * 29 + i * 3) % (2 * span + 1)) - span);
       if ((i + j) % 3 == 0) v = -v;
     }
     testing::put(dt, b.data(), i, v);
