@@ -6,10 +6,12 @@
 //   1. step 0: the sender's nodes, as a bitmap over the tree's heap numbering (a size fixed by the
 //      number of leaves, so no size has to travel first); every rank gets every bitmap, so every
 //      rank checks that the nodes cover each leaf once, and all fail alike when they do not;
-//   2. steps 1..k: the sender's k node partials, cut to the receiver's slice (no packing);
+//   2. the sender's k node partials, cut to the receiver's slice (no packing);
 //   3. the owner folds every rank's partials of its slice in the tree's order (core/chunk_tree.h
 //      fold: the same bits for any W and any placement of the nodes);
-//   4. step kGatherStep: the owner's folded slice to every other rank.
+//   4. the owner's folded slice to every other rank.
+// 2 to 4 go in segments of the communicator's pipelining grain: an owner folds and sends segment
+// g while segment g + 1 is still arriving, as the ring overlaps its adds with its transfers.
 // Why not the ring: a ring reduce-scatter adds partials as they pass, in an order set by W;
 // here nothing is added on the way, only by the owner, in the tree's order. Why direct exchange
 // for the all-gather too: it sends what the ring's all-gather sends, (W-1)/W of the buffer per
@@ -108,6 +110,7 @@ class TreeRun {
         W_(c.world()),
         r_(c.rank()),
         es_(dtype_size(c.fp.dtype)),
+        seg_(c.segment_count()),
         out_(static_cast<std::byte*>(out)) {
     mine_ = sorted_parts(c, t_, parts, nparts, &bits_);
     for (int s = 0; s < W_; ++s)
@@ -117,41 +120,54 @@ class TreeRun {
   void run() {
     post_bitmaps_and_partials();
     receive_bitmaps();
-    fold_own_slice();
-    gather();
+    fold_and_send_segments();
+    const Deadline dl = c_.deadline();
+    for (auto& q : gather_recvs_) c_.tp.wait(q, dl);
+    for (auto& q : sends_) c_.tp.wait(q, dl);
   }
 
  private:
   FrameHeader header(uint32_t step, size_t nbytes) const {
     return FrameHeader::data(c_.fp, step, nbytes);
   }
-  size_t slice_bytes(int s) const { return slices_[s].size() * es_; }
-  const std::byte* slice_of(const void* p, int s) const {
-    return static_cast<const std::byte*>(p) + slices_[s].begin * es_;
+  // Slices travel in segments of seg_ elements, so that an owner folds and sends segment g while
+  // segment g + 1 is still arriving: element range of segment g of slice s, and their number.
+  size_t segments(int s) const { return (slices_[s].size() + seg_ - 1) / seg_; }
+  ct::Range segment(int s, size_t g) const {
+    const size_t b = slices_[s].begin + g * seg_;
+    return {b, std::min(slices_[s].end, b + seg_)};
   }
+  // Data message of node j (of k a sender holds) in segment g; the gathered segment g.
+  static uint32_t data_step(size_t g, size_t k, size_t j) {
+    return static_cast<uint32_t>(1 + g * k + j);
+  }
+  static uint32_t gather_step(size_t g) { return kGatherStep - static_cast<uint32_t>(g); }
 
   // 1 and 2 of the file comment: this rank's bitmap and partials to every peer.
   void post_bitmaps_and_partials() {
-    const size_t bb = t_.words * sizeof(uint64_t);
+    const size_t bb = t_.words * sizeof(uint64_t), k = mine_.size();
     peer_bits_.assign(W_, std::vector<uint64_t>(t_.words, 0));
     peer_bits_[r_] = bits_;
-    for (int k = 1; k < W_; ++k) {
-      const int p = (r_ - k + W_) % W_;
+    for (int d = 1; d < W_; ++d) {
+      const int p = (r_ - d + W_) % W_;
       bit_recvs_.push_back(c_.tp.irecv(p, Lane::Collective, header(0, bb), peer_bits_[p].data()));
     }
-    for (int k = 1; k < W_; ++k) {
-      const int p = (r_ + k) % W_;
+    for (int d = 1; d < W_; ++d) {
+      const int p = (r_ + d) % W_;
       sends_.push_back(c_.tp.isend(p, Lane::Collective, header(0, bb), bits_.data()));
-      if (slice_bytes(p) == 0) continue;
-      for (size_t j = 0; j < mine_.size(); ++j)
-        sends_.push_back(c_.tp.isend(p, Lane::Collective,
-                                     header(static_cast<uint32_t>(j + 1), slice_bytes(p)),
-                                     slice_of(mine_[j].data, p)));
+      for (size_t g = 0; g < segments(p); ++g)
+        for (size_t j = 0; j < k; ++j) {
+          const ct::Range e = segment(p, g);
+          sends_.push_back(
+              c_.tp.isend(p, Lane::Collective, header(data_step(g, k, j), e.size() * es_),
+                          static_cast<const std::byte*>(mine_[j].data) + e.begin * es_));
+        }
     }
   }
 
-  // Each peer's bitmap, then the receives of its partials of this rank's slice and of its folded
-  // slice, in the order it sends them; this rank's own partials are copied into the staging area.
+  // Each peer's bitmap; then, in the order the peer sends them, the receives of its partials of
+  // this rank's slice (into the staging area, one row of the slice per node) and of its folded
+  // slice (into out).
   void receive_bitmaps() {
     const Deadline dl = c_.deadline();
     for (auto& q : bit_recvs_) c_.tp.wait(q, dl);
@@ -162,65 +178,72 @@ class TreeRun {
       total += by[q].size();
     }
     check_cover(c_, t_, by);
-    const size_t mb = slice_bytes(r_);
-    staging_.resize(total * mb);
-    for (int q = 0; q < W_; ++q)
-      for (size_t j = 0; j < by[q].size(); ++j) {
-        std::byte* at = staging_.data() + staged_.size() * mb;
-        staged_.emplace_back(by[q][j], at);
-        if (q == r_) {
-          if (mb) std::memcpy(at, slice_of(mine_[j].data, r_), mb);
-        } else if (mb) {
-          data_recvs_.push_back(
-              c_.tp.irecv(q, Lane::Collective, header(static_cast<uint32_t>(j + 1), mb), at));
-        }
+    const size_t row = slices_[r_].size() * es_;
+    staging_.resize(total * row);
+    data_recvs_.resize(segments(r_));
+    for (int q = 0; q < W_; ++q) {
+      const size_t first = staged_.size(), k = by[q].size();
+      for (size_t j = 0; j < k; ++j)
+        staged_.emplace_back(by[q][j], staging_.data() + (first + j) * row);
+      if (q == r_) {
+        own_first_ = first;
+        continue;
       }
-    for (int k = 1; k < W_; ++k) {
-      const int p = (r_ - k + W_) % W_;
-      if (slice_bytes(p))
-        gather_recvs_.push_back(c_.tp.irecv(p, Lane::Collective,
-                                            header(kGatherStep, slice_bytes(p)),
-                                            out_ + slices_[p].begin * es_));
+      for (size_t g = 0; g < segments(r_); ++g)
+        for (size_t j = 0; j < k; ++j)
+          data_recvs_[g].push_back(c_.tp.irecv(
+              q, Lane::Collective, header(data_step(g, k, j), segment(r_, g).size() * es_),
+              staged_[first + j].second + g * seg_ * es_));
+    }
+    for (int d = 1; d < W_; ++d) {
+      const int p = (r_ - d + W_) % W_;
+      for (size_t g = 0; g < segments(p); ++g) {
+        const ct::Range e = segment(p, g);
+        gather_recvs_.push_back(c_.tp.irecv(
+            p, Lane::Collective, header(gather_step(g), e.size() * es_), out_ + e.begin * es_));
+      }
     }
   }
 
-  // 3: the fold of this rank's slice, in the tree's order, into out.
-  void fold_own_slice() {
-    const Deadline dl = c_.deadline();
-    for (auto& q : data_recvs_) c_.tp.wait(q, dl);
-    const size_t m = slices_[r_].size();
-    if (m == 0) return;
+  // 3 and 4: segment by segment, this rank's own partials into the staging area, the fold of
+  // every node's partial in the tree's order into out, and the result to every peer.
+  void fold_and_send_segments() {
     const DType dt = c_.fp.dtype;
-    std::byte* root = ct::fold(t_.n, std::move(staged_), [&](std::byte* a, std::byte* b) {
-      reduce_into(a, b, m, dt, ReduceOp::Sum);
-    });
-    std::memcpy(out_ + slices_[r_].begin * es_, root, m * es_);
-  }
-
-  // 4: this rank's folded slice to every peer, theirs into out.
-  void gather() {
-    if (slice_bytes(r_))
-      for (int k = 1; k < W_; ++k)
-        sends_.push_back(c_.tp.isend((r_ + k) % W_, Lane::Collective,
-                                     header(kGatherStep, slice_bytes(r_)),
-                                     out_ + slices_[r_].begin * es_));
-    const Deadline dl = c_.deadline();
-    for (auto& q : gather_recvs_) c_.tp.wait(q, dl);
-    for (auto& q : sends_) c_.tp.wait(q, dl);
+    const size_t own = own_first_;
+    for (size_t g = 0; g < segments(r_); ++g) {
+      const Deadline dl = c_.deadline();
+      for (auto& q : data_recvs_[g]) c_.tp.wait(q, dl);
+      const ct::Range e = segment(r_, g);
+      const size_t off = g * seg_ * es_, m = e.size();
+      std::vector<std::pair<ct::Node, std::byte*>> nodes;
+      for (const auto& [node, row] : staged_) nodes.emplace_back(node, row + off);
+      for (size_t j = 0; j < mine_.size(); ++j)
+        std::memcpy(nodes[own + j].second,
+                    static_cast<const std::byte*>(mine_[j].data) + e.begin * es_, m * es_);
+      std::byte* root = ct::fold(t_.n, std::move(nodes), [&](std::byte* a, std::byte* b) {
+        reduce_into(a, b, m, dt, ReduceOp::Sum);
+      });
+      std::memcpy(out_ + e.begin * es_, root, m * es_);
+      for (int d = 1; d < W_; ++d)
+        sends_.push_back(c_.tp.isend((r_ + d) % W_, Lane::Collective,
+                                     header(gather_step(g), m * es_), out_ + e.begin * es_));
+    }
   }
 
   const CollContext& c_;
   Tree t_;
   int W_, r_;
-  size_t es_;
+  size_t es_, seg_;
   std::byte* out_;
   std::vector<TreePartial> mine_;
   std::vector<uint64_t> bits_;
   std::vector<ct::Range> slices_;
   std::vector<std::vector<uint64_t>> peer_bits_;
   std::vector<std::byte> staging_;
-  std::vector<std::pair<ct::Node, std::byte*>> staged_;  // every node's partial of this slice
-  std::vector<RequestPtr> bit_recvs_, data_recvs_, gather_recvs_, sends_;
+  std::vector<std::pair<ct::Node, std::byte*>> staged_;  // every node's row of this slice
+  size_t own_first_ = 0;  // this rank's own nodes among the staged ones (ranks in order)
+  std::vector<std::vector<RequestPtr>> data_recvs_;  // per segment of this rank's slice
+  std::vector<RequestPtr> bit_recvs_, gather_recvs_, sends_;
 };
 
 }  // namespace
