@@ -142,6 +142,9 @@ class TreeRun {
     return static_cast<uint32_t>(1 + g * k + j);
   }
   static uint32_t gather_step(size_t g) { return kGatherStep - static_cast<uint32_t>(g); }
+  const std::byte* slice_of(const void* p) const {
+    return static_cast<const std::byte*>(p) + slices_[r_].begin * es_;
+  }
 
   // 1 and 2 of the file comment: this rank's bitmap and partials to every peer.
   void post_bitmaps_and_partials() {
@@ -178,22 +181,33 @@ class TreeRun {
       total += by[q].size();
     }
     check_cover(c_, t_, by);
+    // The fold ends in the buffer of the node of leaf 0: its row is this rank's slice of out.
     const size_t row = slices_[r_].size() * es_;
-    staging_.resize(total * row);
+    std::byte* own_slice = out_ + slices_[r_].begin * es_;
+    staging_.resize((total - 1) * row);
+    size_t spare = 0;
+    auto row_of = [&](ct::Node node) {
+      return ct::leaves(node, t_.n).begin == 0 ? own_slice : staging_.data() + row * spare++;
+    };
+    std::vector<size_t> first(W_ + 1, 0);  // rank q's nodes are staged_[first[q], first[q + 1])
+    for (int q = 0; q < W_; ++q) {
+      for (ct::Node node : by[q]) staged_.emplace_back(node, row_of(node));
+      first[q + 1] = staged_.size();
+    }
+    // This rank's own partials before any receive into out is posted: out may be one of them.
+    for (size_t j = 0; j < mine_.size(); ++j) {
+      std::byte* at = staged_[first[r_] + j].second;
+      if (row && at != slice_of(mine_[j].data)) std::memcpy(at, slice_of(mine_[j].data), row);
+    }
     data_recvs_.resize(segments(r_));
     for (int q = 0; q < W_; ++q) {
-      const size_t first = staged_.size(), k = by[q].size();
-      for (size_t j = 0; j < k; ++j)
-        staged_.emplace_back(by[q][j], staging_.data() + (first + j) * row);
-      if (q == r_) {
-        own_first_ = first;
-        continue;
-      }
+      const size_t k = by[q].size();
+      if (q == r_) continue;
       for (size_t g = 0; g < segments(r_); ++g)
         for (size_t j = 0; j < k; ++j)
           data_recvs_[g].push_back(c_.tp.irecv(
               q, Lane::Collective, header(data_step(g, k, j), segment(r_, g).size() * es_),
-              staged_[first + j].second + g * seg_ * es_));
+              staged_[first[q] + j].second + g * seg_ * es_));
     }
     for (int d = 1; d < W_; ++d) {
       const int p = (r_ - d + W_) % W_;
@@ -205,11 +219,10 @@ class TreeRun {
     }
   }
 
-  // 3 and 4: segment by segment, this rank's own partials into the staging area, the fold of
-  // every node's partial in the tree's order into out, and the result to every peer.
+  // 3 and 4: segment by segment, the fold of every node's partial in the tree's order into out,
+  // and the result to every peer.
   void fold_and_send_segments() {
     const DType dt = c_.fp.dtype;
-    const size_t own = own_first_;
     for (size_t g = 0; g < segments(r_); ++g) {
       const Deadline dl = c_.deadline();
       for (auto& q : data_recvs_[g]) c_.tp.wait(q, dl);
@@ -217,13 +230,11 @@ class TreeRun {
       const size_t off = g * seg_ * es_, m = e.size();
       std::vector<std::pair<ct::Node, std::byte*>> nodes;
       for (const auto& [node, row] : staged_) nodes.emplace_back(node, row + off);
-      for (size_t j = 0; j < mine_.size(); ++j)
-        std::memcpy(nodes[own + j].second,
-                    static_cast<const std::byte*>(mine_[j].data) + e.begin * es_, m * es_);
       std::byte* root = ct::fold(t_.n, std::move(nodes), [&](std::byte* a, std::byte* b) {
         reduce_into(a, b, m, dt, ReduceOp::Sum);
       });
-      std::memcpy(out_ + e.begin * es_, root, m * es_);
+      std::byte* dst = out_ + e.begin * es_;  // where the fold ends: the row of leaf 0's node
+      if (root != dst) std::memcpy(dst, root, m * es_);
       for (int d = 1; d < W_; ++d)
         sends_.push_back(c_.tp.isend((r_ + d) % W_, Lane::Collective,
                                      header(gather_step(g), m * es_), out_ + e.begin * es_));
@@ -241,8 +252,7 @@ class TreeRun {
   std::vector<std::vector<uint64_t>> peer_bits_;
   std::vector<std::byte> staging_;
   std::vector<std::pair<ct::Node, std::byte*>> staged_;  // every node's row of this slice
-  size_t own_first_ = 0;  // this rank's own nodes among the staged ones (ranks in order)
-  std::vector<std::vector<RequestPtr>> data_recvs_;  // per segment of this rank's slice
+  std::vector<std::vector<RequestPtr>> data_recvs_;      // per segment of this rank's slice
   std::vector<RequestPtr> bit_recvs_, gather_recvs_, sends_;
 };
 

@@ -140,19 +140,25 @@ TEST(ChunkTreeCollective, Tcp) {
   over(TransportKind::Tcp, 8, 3);
 }
 
-// One chunk per rank, the result written over the rank's own partial.
+// The result written over the rank's first partial: one chunk per rank, and several, in many
+// segments.
 TEST(ChunkTreeCollective, InPlace) {
-  const int W = 5;
   const size_t count = 1013;
-  auto comms = make_mem_communicators(W);
-  std::vector<std::string> wrong(W);
-  expect_no_errors(run_threads(W, [&](int r) {
-    Buf b = leaf(DType::F32, r, count);
-    comms[r]->chunk_tree_all_reduce(W, {{ct::Node{0, size_t(r)}, b.data()}}, b.data(), count,
-                                    DType::F32);
-    if (!same_bits(b, reference(DType::F32, W, count), count * 4)) wrong[r] = "differs";
-  }));
-  for (int r = 0; r < W; ++r) EXPECT_EQ(wrong[r], "") << "rank " << r;
+  for (auto [n, W] : {std::pair<size_t, int>{5, 5}, {8, 3}}) {
+    CommOptions o;
+    o.segment_bytes = 64;
+    auto comms = make_mem_communicators(W, o);
+    std::vector<std::string> wrong(W);
+    expect_no_errors(run_threads(W, [&](int r) {
+      auto mine = held(DType::F32, n, count, ct::rank_chunks(n, W, r));
+      std::vector<TreePartial> parts;
+      for (auto& [node, buf] : mine) parts.push_back({node, buf.data()});
+      Buf& b = mine.front().second;
+      comms[r]->chunk_tree_all_reduce(n, parts, b.data(), count, DType::F32);
+      if (!same_bits(b, reference(DType::F32, n, count), count * 4)) wrong[r] = "differs";
+    }));
+    for (int r = 0; r < W; ++r) EXPECT_EQ(wrong[r], "") << "n=" << n << " W=" << W << " rank " << r;
+  }
 }
 
 bool has(const std::string& s, const std::string& part) {
