@@ -100,6 +100,15 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                        "--backend ring)");
 }
 
+// --collective chunk_tree_all_reduce: a sum, by its one algorithm.
+void check_chunk_tree_flags(const apps::Flags& f, const std::string& coll, const std::string& op) {
+  if (coll != "chunk_tree_all_reduce") return;
+  ENGINE_USAGE_CHECK(op == "sum", "--collective chunk_tree_all_reduce sums: --op sum only");
+  ENGINE_USAGE_CHECK(!f.given("algo"),
+                     "--algo does not apply to --collective chunk_tree_all_reduce (it has one "
+                     "algorithm)");
+}
+
 constexpr const char* kIpcProtocolHelp =
     "--ring-transport ipc, queued on the stream: auto (the default: ll for small sizes, simple "
     "above; events where ranks share a GPU without MPS), ll, simple, or events (steps chained by "
@@ -203,11 +212,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   ENGINE_USAGE_CHECK(check == 0 || check == 1, "--check is 0 or 1");
   cfg->check = check == 1;
   cfg->op = comm::reduce_op_from_name(op);
-  ENGINE_USAGE_CHECK(coll != "chunk_tree_all_reduce" || cfg->op == comm::ReduceOp::Sum,
-                     "--collective chunk_tree_all_reduce sums: --op sum only");
-  ENGINE_USAGE_CHECK(coll != "chunk_tree_all_reduce" || !f.given("algo"),
-                     "--algo does not apply to --collective chunk_tree_all_reduce (it has one "
-                     "algorithm)");
+  check_chunk_tree_flags(f, coll, op);
   set_dtype_and_algo(cfg, dtype, algo);
   if (coll == "all")
     cfg->collectives.assign(std::begin(kCollectives), std::end(kCollectives));
