@@ -2,13 +2,15 @@
 // of the slices, who fold in the tree's order, then an all-gather of the folded slices.
 //
 // The count elements are cut into W slices (sizes differing by at most one; count < W leaves some
-// empty); rank s owns slice s. Four messages per pair of ranks, all posted at once:
+// empty); rank s owns slice s. Four kinds of message between each pair of ranks, every receive
+// posted as soon as its size is known:
 //   1. step 0: the sender's nodes, as a bitmap over the tree's heap numbering (a size fixed by the
 //      number of leaves, so no size has to travel first); every rank gets every bitmap, so every
 //      rank checks that the nodes cover each leaf once, and all fail alike when they do not;
 //   2. the sender's k node partials, cut to the receiver's slice (no packing);
 //   3. the owner folds every rank's partials of its slice in the tree's order (core/chunk_tree.h
-//      fold: the same bits for any W and any placement of the nodes);
+//      fold: the same bits for any W and any placement of the nodes), in place in out: the
+//      partial of the node of leaf 0, where the fold ends, is received straight into it;
 //   4. the owner's folded slice to every other rank.
 // 2 to 4 go in segments of the communicator's pipelining grain: an owner folds and sends segment
 // g while segment g + 1 is still arriving, as the ring overlaps its adds with its transfers.
