@@ -154,6 +154,13 @@ class Communicator {
   // back to back). Rank j's send_counts[r] must equal rank r's recv_counts[j].
   void all_to_all_single(const void* in, void* out, const std::vector<size_t>& send_counts,
                          const std::vector<size_t>& recv_counts, DType dtype);
+  // The sum over the fixed tree of core/chunk_tree.h (comm/algorithms/chunk_tree.h): each rank
+  // passes the nodes it holds of the tree of `leaves` leaves, each a buffer of count elements;
+  // every rank gets the root in out (count elements; it may be one of the parts' buffers),
+  // added in the tree's order: the same bits at every world size and whichever rank held which
+  // node. The ranks' nodes together must cover every leaf once.
+  void chunk_tree_all_reduce(size_t leaves, const std::vector<TreePartial>& parts, void* out,
+                             size_t count, DType dtype);
 
   // --- point to point (their own stream: never mixed up with collectives) ----------------------
   // Messages from one rank to another arrive in order; tag and count must match the receiver's.

@@ -1,7 +1,9 @@
 // io/dtype.h: element types a tensor or a safetensors entry may hold. Names are safetensors'
 // ("F32", "U8", "I64", "I32", "BF16", "F16"; I32 holds max pooling's argmax indices; BF16 and F16
 // are 16-bit floats held as their bits, converted by kernels/half.h), long names PyTorch's
-// ("float32", ...). A file-format notion, so it lives in io; core's Tensor uses it.
+// ("float32", ...). A file-format notion, so it lives in io; core's Tensor uses it. F64 is for
+// the collectives alone (sums a step keeps in double); no name parses to it: no tensor, file or
+// flag holds one yet.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -10,7 +12,7 @@
 namespace engine {
 
 // The values travel in frame headers (comm/base/frame.h): append, never renumber.
-enum class DType : uint8_t { F32, U8, I64, I32, BF16, F16 };
+enum class DType : uint8_t { F32, U8, I64, I32, BF16, F16, F64 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -19,6 +21,7 @@ inline size_t dtype_size(DType t) {
     case DType::U8:
       return 1;
     case DType::I64:
+    case DType::F64:
       return 8;
     case DType::I32:
       return 4;
@@ -43,6 +46,8 @@ inline const char* dtype_name(DType t) {
       return "BF16";
     case DType::F16:
       return "F16";
+    case DType::F64:
+      return "F64";
   }
   return "?";
 }
@@ -62,6 +67,8 @@ inline const char* dtype_long_name(DType t) {
       return "bfloat16";
     case DType::F16:
       return "float16";
+    case DType::F64:
+      return "float64";
   }
   return "?";
 }
@@ -76,9 +83,9 @@ inline bool dtype_from_any_name(const std::string& s, DType* out) {
   return false;
 }
 
-// True for F32, BF16 and F16.
+// True for F32, BF16, F16 and F64.
 inline bool dtype_is_floating(DType t) {
-  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F64;
 }
 
 // Parses a safetensors dtype name; returns false when it is not one files may hold (F32, U8,
@@ -112,6 +119,10 @@ constexpr DType dtype_of<int64_t>() {
 template <>
 constexpr DType dtype_of<int32_t>() {
   return DType::I32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::F64;
 }
 
 }  // namespace engine

@@ -44,6 +44,9 @@ void put(DType dt, std::byte* p, double v) {
     case DType::U8:
       *p = static_cast<std::byte>(static_cast<int64_t>(v) & 0xFF);
       return;
+    case DType::F64:
+      std::memcpy(p, &v, 8);
+      return;
   }
 }
 
@@ -72,6 +75,11 @@ double get(DType dt, const std::byte* p) {
     }
     case DType::U8:
       return static_cast<double>(static_cast<uint8_t>(*p));
+    case DType::F64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
   }
   return 0;
 }
@@ -88,16 +96,18 @@ double stored(DType dt, double v) {
 CollOp collective_from_name(const std::string& s) {
   for (CollOp c : kCollectives)
     if (s == comm::coll_op_name(c)) return c;
-  if (s == comm::coll_op_name(CollOp::AllToAll)) return CollOp::AllToAll;
+  for (CollOp c : {CollOp::AllToAll, CollOp::ChunkTree})
+    if (s == comm::coll_op_name(c)) return c;
   ENGINE_FAIL("unknown collective '", s,
-              "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all "
-              "or all)");
+              "' (expected all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all, "
+              "chunk_tree_all_reduce or all)");
 }
 
 double busbw_factor(CollOp c, int world) {
   const double n = world;
   switch (c) {
     case CollOp::AllReduce:
+    case CollOp::ChunkTree:
       return 2.0 * (n - 1) / n;
     case CollOp::AllGather:
     case CollOp::ReduceScatter:
@@ -187,7 +197,7 @@ void CollectiveRun::run_host() {
   const bool ip = in_place_;
   std::byte* buf = ip ? in_.data() : out_.data();
   if (!ip && !in_.empty() && c_ != CollOp::AllGather && c_ != CollOp::ReduceScatter &&
-      c_ != CollOp::AllToAll && (c_ != CollOp::Broadcast || r == 0))
+      c_ != CollOp::AllToAll && c_ != CollOp::ChunkTree && (c_ != CollOp::Broadcast || r == 0))
     std::memcpy(out_.data(), in_.data(), in_.size());
   switch (c_) {
     case CollOp::AllReduce:
@@ -207,6 +217,10 @@ void CollectiveRun::run_host() {
       break;
     case CollOp::AllToAll:
       comm_.all_to_all(in_.data(), out_.data(), chunk_, dt_);
+      break;
+    case CollOp::ChunkTree:  // one chunk per rank: rank r holds leaf r of W
+      comm_.chunk_tree_all_reduce(comm_.size(), {{chunk_tree::Node{0, size_t(r)}, in_.data()}}, buf,
+                                  count_, dt_);
       break;
     default:
       ENGINE_FAIL("allreduce_bench: ", comm::coll_op_name(c_), " is not timed");
@@ -307,6 +321,7 @@ int64_t CollectiveRun::check() {
   const std::byte* got = ip ? in_.data() : out_.data();
   switch (c_) {
     case CollOp::AllReduce:
+    case CollOp::ChunkTree:  // exact values: every association gives these
       for (int64_t i = 0; i < count_; ++i) want.push_back(expected_reduction(i));
       break;
     case CollOp::Broadcast:

@@ -20,11 +20,13 @@ using comm::CollOp;
 constexpr CollOp kCollectives[] = {CollOp::AllReduce, CollOp::Broadcast, CollOp::Reduce,
                                    CollOp::AllGather, CollOp::ReduceScatter};
 
-// Named alone (--collective all_to_all), not in `all`: all_to_all (comm/communicator.h).
+// Named alone (--collective all_to_all, chunk_tree_all_reduce), not in `all`: all_to_all and
+// the sum over the fixed chunk tree with one chunk per rank (comm/communicator.h).
 CollOp collective_from_name(const std::string& s);  // engine::Error for an unknown name
 
-// nccl-tests' bus bandwidth factors: all_reduce 2(n-1)/n; all_gather, reduce_scatter and
-// all_to_all (n-1)/n of the total size; broadcast and reduce 1.
+// nccl-tests' bus bandwidth factors: all_reduce (and the chunk tree's, which moves as many bytes
+// with one chunk per rank) 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n of the
+// total size; broadcast and reduce 1.
 double busbw_factor(CollOp c, int world);
 
 // Elements of the size column: nbytes / the dtype's size, for all_gather, reduce_scatter and

@@ -94,9 +94,19 @@ void check_backend_flags(const apps::Flags& f, const Config& c, int64_t world,
                      "--ring-transport applies to --device cuda --backend ring only");
   ENGINE_USAGE_CHECK(!f.given("cuda-ring-protocol") || (c.cuda() && c.ring_transport == "ipc"),
                      "--cuda-ring-protocol applies to --device cuda --ring-transport ipc only");
-  ENGINE_USAGE_CHECK(coll != "all_to_all" || (!c.cuda() && c.backend == "ring"),
-                     "--collective all_to_all runs on host buffers over the ring's transports "
-                     "(--device cpu --backend ring)");
+  for (const char* alone : {"all_to_all", "chunk_tree_all_reduce"})
+    ENGINE_USAGE_CHECK(coll != alone || (!c.cuda() && c.backend == "ring"), "--collective ", alone,
+                       " runs on host buffers over the ring's transports (--device cpu "
+                       "--backend ring)");
+}
+
+// --collective chunk_tree_all_reduce: a sum, by its one algorithm.
+void check_chunk_tree_flags(const apps::Flags& f, const std::string& coll, const std::string& op) {
+  if (coll != "chunk_tree_all_reduce") return;
+  ENGINE_USAGE_CHECK(op == "sum", "--collective chunk_tree_all_reduce sums: --op sum only");
+  ENGINE_USAGE_CHECK(!f.given("algo"),
+                     "--algo does not apply to --collective chunk_tree_all_reduce (it has one "
+                     "algorithm)");
 }
 
 constexpr const char* kIpcProtocolHelp =
@@ -157,10 +167,11 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
                "algorithm of all_reduce, broadcast and reduce (--backend ring): auto (by size), "
                "ring (chains for broadcast and reduce), rd (recursive doubling), rh "
                "(Rabenseifner's halving-doubling), tree (binomial), all (each, side by side)");
-  f.add_choice(
-      "collective", &coll,
-      {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "all"},
-      "collective(s) to run, one table each (all: every one but all_to_all)");
+  f.add_choice("collective", &coll,
+               {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all",
+                "chunk_tree_all_reduce", "all"},
+               "collective(s) to run, one table each (all: every one but all_to_all and "
+               "chunk_tree_all_reduce, the sum over the fixed chunk tree with one chunk per rank)");
   std::string two_level = "auto";
   f.add_choice("two-level", &two_level, {"auto", "on", "off"},
                "all_reduce in two levels across hosts (reduce in each host, all_reduce among "
@@ -201,6 +212,7 @@ bool parse_flags(int argc, char** argv, Config* cfg) {
   ENGINE_USAGE_CHECK(check == 0 || check == 1, "--check is 0 or 1");
   cfg->check = check == 1;
   cfg->op = comm::reduce_op_from_name(op);
+  check_chunk_tree_flags(f, coll, op);
   set_dtype_and_algo(cfg, dtype, algo);
   if (coll == "all")
     cfg->collectives.assign(std::begin(kCollectives), std::end(kCollectives));

@@ -47,7 +47,7 @@ void print_device_line(FILE* out, const Config& cfg, const std::string& devices,
 // place and in place; ours adds iters and the algorithm that ran.
 void print_table_header(FILE* out, CollOp c, int world) {
   const char* factor = "1";
-  if (c == CollOp::AllReduce) factor = "2(n-1)/n";
+  if (c == CollOp::AllReduce || c == CollOp::ChunkTree) factor = "2(n-1)/n";
   if (c == CollOp::AllGather || c == CollOp::ReduceScatter || c == CollOp::AllToAll)
     factor = "(n-1)/n";
   std::fprintf(out, "#\n# %s, n = %d, busbw = algbw * %s\n", comm::coll_op_name(c), world, factor);
@@ -70,7 +70,7 @@ void print_row(FILE* out, const Row& r) {
   std::string redop = comm::reduce_op_name(r.op);
   for (auto& ch : redop) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (r.collective != CollOp::AllReduce && r.collective != CollOp::Reduce &&
-      r.collective != CollOp::ReduceScatter)
+      r.collective != CollOp::ReduceScatter && r.collective != CollOp::ChunkTree)
     redop = "none";
   std::fprintf(out,
                "  %12lld %12lld %8s %6s %5d %6lld %10s %12.2f %10.3f %10.3f %7s %12.2f %10.3f "

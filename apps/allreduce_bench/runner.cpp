@@ -48,6 +48,7 @@ Timing time_placement(comm::Communicator& comm, CollectiveRun& run, const Config
 }  // namespace
 
 std::string algo_label(CollOp c, comm::Algo algo, int64_t nbytes, int world) {
+  if (c == CollOp::ChunkTree) return "chunk_tree";  // one algorithm; --algo does not apply
   if (algo != comm::Algo::Auto) return plain_label(c, algo);
   const auto n = static_cast<size_t>(nbytes);
   if (c == CollOp::AllReduce) return "auto:" + plain_label(c, comm::auto_all_reduce(n, world));

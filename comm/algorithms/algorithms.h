@@ -12,9 +12,12 @@
 //   rd     (recursive_doubling.h)  all_reduce by recursive doubling (small messages)
 //   rh     (halving_doubling.h)    all_reduce by Rabenseifner's halving-doubling
 //   tree   (tree.h)    broadcast, reduce and all_reduce on binomial trees (small messages)
+//   chunk_tree (chunk_tree.h)  the sum over core/chunk_tree.h's fixed tree (called directly by
+//                      Communicator::chunk_tree_all_reduce: its input is a list of nodes)
 // Which one runs: c.algo and, for auto, the crossovers of tuning.h.
 #pragma once
 #include "comm/algorithms/chain.h"
+#include "comm/algorithms/chunk_tree.h"
 #include "comm/algorithms/context.h"
 #include "comm/algorithms/direct.h"
 #include "comm/algorithms/halving_doubling.h"

@@ -13,7 +13,7 @@ constexpr uint64_t kSeqMask = (uint64_t{1} << 48) - 1;
 const char* coll_op_name(CollOp op) {
   static constexpr const char* kNames[] = {
       "none",    "all_reduce",     "broadcast", "reduce", "all_gather", "gather",
-      "scatter", "reduce_scatter", "barrier",   "send",   "all_to_all"};
+      "scatter", "reduce_scatter", "barrier",   "send",   "all_to_all", "chunk_tree_all_reduce"};
   const auto i = static_cast<size_t>(op);
   return i < std::size(kNames) ? kNames[i] : "unknown";
 }
@@ -27,8 +27,10 @@ std::string Fingerprint::str() const {
     return os.str();
   }
   os << "count=" << count << ", " << dtype_name(dtype);
-  if (op == CollOp::AllReduce || op == CollOp::Reduce || op == CollOp::ReduceScatter)
+  if (op == CollOp::AllReduce || op == CollOp::Reduce || op == CollOp::ReduceScatter ||
+      op == CollOp::ChunkTree)
     os << ", " << reduce_op_name(redop);
+  if (op == CollOp::ChunkTree) os << ", leaves=" << root;
   if (op == CollOp::Broadcast || op == CollOp::Reduce || op == CollOp::Gather ||
       op == CollOp::Scatter)
     os << ", root=" << root;

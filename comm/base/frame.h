@@ -21,8 +21,9 @@ enum class CollOp : uint8_t {
   Scatter,
   ReduceScatter,
   Barrier,
-  Send,      // point-to-point; root holds the tag
-  AllToAll,  // count: elements of each message (all_to_all_single: of this pair's message)
+  Send,       // point-to-point; root holds the tag
+  AllToAll,   // count: elements of each message (all_to_all_single: of this pair's message)
+  ChunkTree,  // the fixed-tree all_reduce (comm/algorithms/chunk_tree.h); root holds the leaves
 };
 const char* coll_op_name(CollOp op);
 

@@ -35,6 +35,8 @@ void reduce_into(void* dst, const void* src, size_t count, DType dt, ReduceOp op
       return k::reduce_into(static_cast<float*>(dst), static_cast<const float*>(src), n, op);
     case DType::I64:
       return k::reduce_into(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, op);
+    case DType::F64:
+      return k::reduce_into(static_cast<double*>(dst), static_cast<const double*>(src), n, op);
     case DType::I32:
       return k::reduce_into(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, op);
     case DType::U8:
@@ -55,6 +57,11 @@ void divide_by(void* dst, size_t count, DType dt, int divisor) {
     case DType::F32: {
       auto* d = static_cast<float*>(dst);
       for (size_t i = 0; i < count; ++i) d[i] /= w;
+      return;
+    }
+    case DType::F64: {
+      auto* d = static_cast<double*>(dst);
+      for (size_t i = 0; i < count; ++i) d[i] /= divisor;
       return;
     }
     case DType::BF16:

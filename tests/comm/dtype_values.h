@@ -47,6 +47,9 @@ inline void put(DType dt, void* buf, size_t i, double v) {
     case DType::U8:
       static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(static_cast<int64_t>(v) & 0xFF);
       return;
+    case DType::F64:
+      static_cast<double*>(buf)[i] = v;
+      return;
   }
 }
 
@@ -64,6 +67,8 @@ inline double get(DType dt, const void* buf, size_t i) {
       return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
     case DType::U8:
       return static_cast<const uint8_t*>(buf)[i];
+    case DType::F64:
+      return static_cast<const double*>(buf)[i];
   }
   return 0;
 }

@@ -126,6 +126,31 @@ TEST(AllreduceBench, AllToAllChecksCleanAndTwoLevelIsAChoice) {
   EXPECT_EQ(r.out.find("two levels"), std::string::npos) << r.out;
 }
 
+// The fixed chunk tree, one chunk per rank, at W = 3 (slices of 0 elements at the smallest size);
+// it sums only and has one algorithm.
+TEST(AllreduceBench, ChunkTreeChecksClean) {
+  if (access(kBench.c_str(), X_OK) != 0) GTEST_SKIP() << kBench << " is not built";
+  BenchRun r = run_bench(
+      "--world-size 3 --collective chunk_tree_all_reduce --min-bytes 4 --max-bytes 1M "
+      "--step-factor 16 --iters 3 --warmup 1 --timeout 60",
+      "chunk_tree");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# chunk_tree_all_reduce, n = 3, busbw = algbw * 2(n-1)/n"),
+            std::string::npos)
+      << r.out;
+  ASSERT_EQ(r.json.size(), 5u) << r.out;  // 4 B .. 256 KiB
+  for (const auto& row : r.json) {
+    EXPECT_EQ(row.value("wrong", engine::Json()), 0) << row;
+    EXPECT_EQ(row.value("algo", ""), "chunk_tree") << row;
+  }
+  r = run_bench("--world-size 2 --collective chunk_tree_all_reduce --op max", "chunk_tree_max");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--op sum only"), std::string::npos) << r.out;
+  r = run_bench("--world-size 2 --collective chunk_tree_all_reduce --algo ring", "chunk_tree_algo");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--algo does not apply"), std::string::npos) << r.out;
+}
+
 TEST(AllreduceBenchFlags, BadFlagsFailWithAMessage) {
   if (access(kBench.c_str(), X_OK) != 0) GTEST_SKIP() << kBench << " is not built";
   BenchRun r = run_bench("--world-size 2 --collective all_to_some", "bad");

@@ -32,6 +32,8 @@ MPI_Datatype mpi_type(DType dt) {
       return MPI_INT64_T;
     case DType::I32:
       return MPI_INT32_T;
+    case DType::F64:
+      return MPI_DOUBLE;
     case DType::BF16:
     case DType::F16:
       return MPI_UINT16_T;  // moved as bits, reduced by our own operations (mpi_op)

@@ -95,6 +95,8 @@ ncclDataType_t nccl_type(DType dt) {
       return ncclBfloat16;
     case DType::F16:
       return ncclFloat16;
+    case DType::F64:
+      return ncclFloat64;
   }
   ENGINE_FAIL("nccl: unsupported dtype ", static_cast<int>(dt));
 }
