@@ -7,6 +7,7 @@
 
 #include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -21,6 +22,7 @@
 #include "kernels/cpu/softmax.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/dispatch.h"
+#include "nn/chunked.h"
 #include "nn/lambda_node.h"
 #include "nn/precision.h"
 
@@ -83,6 +85,34 @@ float* f(const Tensor& t) {
 using detail::needs;
 using detail::record;
 
+// The chunked mode of the calling thread (nn/chunked.h), checked for what it does not cover.
+ChunkedGradients* chunked_mode(const char* op) {
+  ChunkedGradients* cg = ChunkedGradients::current();
+  ENGINE_CHECK(!cg || matmul_precision() != Precision::BF16, op,
+               ": chunked gradients (world-invariant) run in fp32 only, matmul precision is bf16");
+  return cg;
+}
+
+// linear's weight and bias gradients, each chunk of the share alone (beta 0), into the tree.
+void linear_chunk_grads(ChunkedGradients& cg, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Tensor& dy, const kernels::LinearShape& s, Device dev) {
+  for (const LocalChunk& c : cg.local_chunks("linear", s.n)) {
+    const kernels::LinearShape cs{c.count, s.in, s.out};
+    const float* cdy = f(dy) + c.begin * s.out;
+    if (needs(w)) {
+      Tensor dw = Tensor::empty(w.shape(), DType::F32, dev);
+      call(dev, kc::linear_backward_weight, kg::linear_backward_weight, cdy, f(x) + c.begin * s.in,
+           f(dw), cs, 0.0f);
+      cg.push(w, c.global, std::move(dw));
+    }
+    if (needs(b)) {
+      Tensor db = Tensor::empty(b.shape(), DType::F32, dev);
+      call(dev, kc::linear_backward_bias, kg::linear_backward_bias, cdy, f(db), cs, 0.0f);
+      cg.push(b, c.global, std::move(db));
+    }
+  }
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -94,24 +124,26 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   kernels::LinearShape s{x.size(0), w.size(1), w.size(0)};
   Tensor y = Tensor::empty({s.n, s.out}, DType::F32, dev);
   const bool bf16 = runs_in_bf16(s);  // the backward's too
+  ChunkedGradients* cg = chunked_mode("linear");
   call(dev, pick(bf16, kc::linear_forward_bf16, kc::linear_forward),
        pick(bf16, kg::linear_forward_bf16, kg::linear_forward), f(x), f(w), f(b), f(y), s);
-  record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev, bf16](const Tensor& dy) {
+  record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev, bf16, cg](const Tensor& dy) {
     check_grad("linear", dy, dev);
     Tensor dx, dw, db;
+    if (cg) linear_chunk_grads(*cg, x, w, b, dy, s, dev);
     if (needs(x)) {
       dx = Tensor::empty(x.shape(), DType::F32, dev);
       call(dev, pick(bf16, kc::linear_backward_data_bf16, kc::linear_backward_data),
            pick(bf16, kg::linear_backward_data_bf16, kg::linear_backward_data), f(dy), f(w), f(dx),
            s);
     }
-    if (needs(w)) {
+    if (needs(w) && !cg) {
       dw = Tensor::empty(w.shape(), DType::F32, dev);
       call(dev, pick(bf16, kc::linear_backward_weight_bf16, kc::linear_backward_weight),
            pick(bf16, kg::linear_backward_weight_bf16, kg::linear_backward_weight), f(dy), f(x),
            f(dw), s, 0.0f);
     }
-    if (needs(b)) {
+    if (needs(b) && !cg) {
       db = Tensor::empty(b.shape(), DType::F32, dev);
       call(dev, kc::linear_backward_bias, kg::linear_backward_bias, f(dy), f(db), s, 0.0f);
     }
@@ -136,16 +168,43 @@ kernels::Conv2dShape conv_shape(const char* op, const Tensor& x, const Tensor& w
   return s;
 }
 
-// conv2d's gradients {dx, dw, db} from dy, the gradient of its output (those not needed undefined).
+// conv2d's weight and bias gradients, each chunk of the share alone (beta 0), into the tree.
+void conv2d_chunk_grads(ChunkedGradients& cg, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Tensor& dy, const kernels::Conv2dShape& s, Device dev) {
+  using WeightFn =
+      void(const float*, const float*, float*, float*, const kernels::Conv2dShape&, float);
+  WeightFn* cpu_weight = kc::conv2d_backward_weight;  // the overload without a workspace
+  for (const LocalChunk& c : cg.local_chunks("conv2d", s.n)) {
+    kernels::Conv2dShape cs = s;
+    cs.n = c.count;
+    const float* cx = f(x) + c.begin * s.c_in * s.h * s.w;
+    const float* cdy = f(dy) + c.begin * s.c_out * s.oh() * s.ow();
+    Tensor dw = needs(w) ? Tensor::empty(w.shape(), DType::F32, dev) : Tensor();
+    Tensor db = needs(b) ? Tensor::empty(b.shape(), DType::F32, dev) : Tensor();
+    if (needs(w))  // the bias gradient fused, as in the default path
+      call(dev, cpu_weight, kg::conv2d_backward_weight, cx, cdy, f(dw), f(db), cs, 0.0f);
+    else if (needs(b))
+      call(dev, kc::conv2d_backward_bias, kg::conv2d_backward_bias, cdy, f(db), cs, 0.0f);
+    if (needs(w)) cg.push(w, c.global, std::move(dw));
+    if (needs(b)) cg.push(b, c.global, std::move(db));
+  }
+}
+
+// conv2d's gradients {dx, dw, db} from dy, the gradient of its output (those not needed undefined;
+// under the chunked mode dw and db go to its tree instead).
 std::vector<Tensor> conv2d_grads(const Tensor& x, const Tensor& w, const Tensor& b,
                                  const Tensor& dy, const kernels::Conv2dShape& s, Device dev,
-                                 bool bf16) {
+                                 bool bf16, ChunkedGradients* cg) {
   Tensor dx, dw, db;
   if (needs(x)) {
     dx = Tensor::empty(x.shape(), DType::F32, dev);
     call(dev, pick(bf16, kc::conv2d_backward_input_bf16, kc::conv2d_backward_input),
          pick(bf16, kg::conv2d_backward_input_bf16, kg::conv2d_backward_input), f(dy), f(w), f(dx),
          s);
+  }
+  if (cg) {
+    conv2d_chunk_grads(*cg, x, w, b, dy, s, dev);
+    return std::vector<Tensor>{dx, dw, db};
   }
   if (needs(b)) db = Tensor::empty(b.shape(), DType::F32, dev);
   if (needs(w)) {  // the weight pass also sums the bias gradient (fused on the CPU: dy read once)
@@ -167,11 +226,12 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
   Tensor y = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
   // Workspaces come from the device's allocator cache inside the kernels.
   const bool bf16 = runs_in_bf16(s);  // the backward's too
+  ChunkedGradients* cg = chunked_mode("conv2d");
   call(dev, pick(bf16, kc::conv2d_forward_bf16, kc::conv2d_forward),
        pick(bf16, kg::conv2d_forward_bf16, kg::conv2d_forward), f(x), f(w), f(b), f(y), s);
-  record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev, bf16](const Tensor& dy) {
+  record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev, bf16, cg](const Tensor& dy) {
     check_grad("conv2d", dy, dev);
-    return conv2d_grads(x, w, b, dy, s, dev, bf16);
+    return conv2d_grads(x, w, b, dy, s, dev, bf16, cg);
   });
   return y;
 }
@@ -237,9 +297,10 @@ Tensor conv2d_pool(const Tensor& x, const Tensor& w, const Tensor& b, int stride
   Tensor arg = Tensor::empty(y.shape(), DType::I32, dev);
   kc::conv2d_pool_forward(f(x), f(w), f(b), f(y), arg.data<int32_t>(), s, ps, relu);
   record(y, "Conv2dPoolBackward", {x, w, b},
-         [op, x, w, b, y = y.detach(), arg, s, ps, relu, dev](const Tensor& dy) {
+         [op, x, w, b, y = y.detach(), arg, s, ps, relu, dev,
+          cg = chunked_mode(op)](const Tensor& dy) {
            check_grad(op, dy, dev);
-           return conv2d_grads(x, w, b, pool_grad(dy, y, arg, ps, relu, dev), s, dev, false);
+           return conv2d_grads(x, w, b, pool_grad(dy, y, arg, ps, relu, dev), s, dev, false, cg);
          });
   return y;
 }
@@ -267,19 +328,61 @@ Tensor relu(const Tensor& x) {
   return y;
 }
 
+namespace {
+
+// Where a dropout call draws: by global position under the chunked mode (kernels/dropout.h: the
+// whole batch's counters reserved on every rank, this share from its first sample), else unset.
+struct GlobalDraw {
+  bool chunked = false;
+  uint64_t seed = 0, offset = 0, first = 0;
+};
+GlobalDraw global_draw(const char* op, const Tensor& x, int64_t count, Generator& gen) {
+  const ChunkedGradients* cg = ChunkedGradients::current();
+  if (!cg) return {};
+  const int64_t rows = x.size(0), per_sample = rows > 0 ? count / rows : 0;
+  cg->local_chunks(op, rows);  // the share is whole chunks of the batch
+  const ChunkPlan& plan = cg->plan();
+  return {true, gen.seed(), gen.reserve(static_cast<uint64_t>(plan.global_batch * per_sample)),
+          static_cast<uint64_t>(plan.first_sample() * per_sample)};
+}
+
+// dropout2d by global position: planes (n, c) of the share draw as planes of the global batch.
+Tensor dropout2d_at(const Tensor& x, float p, const GlobalDraw& g) {
+  const int64_t planes = x.size(0) * x.size(1), plane = x.size(2) * x.size(3);
+  const Device dev = x.device();
+  Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
+  call(dev, kc::dropout2d_forward_at, kg::dropout2d_forward_at, f(x), f(y), planes, plane, p,
+       g.seed, g.offset, g.first);
+  record(y, "Dropout2dBackward", {x}, [planes, plane, p, g, dev](const Tensor& dy) {
+    check_grad("dropout2d", dy, dev);
+    Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
+    call(dev, kc::dropout2d_backward_at, kg::dropout2d_backward_at, f(dy), f(dx), planes, plane, p,
+         g.seed, g.offset, g.first);
+    return std::vector<Tensor>{dx};
+  });
+  return y;
+}
+
+}  // namespace
+
 Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
   ENGINE_CHECK(p >= 0.0f && p <= 1.0f, "dropout: probability ", p, " outside [0, 1]");
   if (!training || p == 0.0f) return x;
   ENGINE_CHECK(x.defined(), "dropout: input is undefined");
   const Device dev = x.device();
   int64_t n = x.numel();
-  uint64_t seed = gen.seed(), offset = gen.reserve(n);
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
   // Same (seed, offset), same mask on CPU and CUDA. One byte per element is kept for the
   // backward, which then draws no Philox numbers.
   Tensor mask = Tensor::empty(x.shape(), DType::U8, dev);
-  call(dev, kc::dropout_forward_mask, kg::dropout_forward_mask, f(x), f(y), mask.data<uint8_t>(), n,
-       p, seed, offset);
+  if (const GlobalDraw g = global_draw("dropout", x, n, gen); g.chunked) {
+    call(dev, kc::dropout_forward_mask_at, kg::dropout_forward_mask_at, f(x), f(y),
+         mask.data<uint8_t>(), n, p, g.seed, g.offset, g.first);
+  } else {
+    uint64_t seed = gen.seed(), offset = gen.reserve(n);
+    call(dev, kc::dropout_forward_mask, kg::dropout_forward_mask, f(x), f(y), mask.data<uint8_t>(),
+         n, p, seed, offset);
+  }
   record(y, "DropoutBackward", {x}, [n, p, mask, dev](const Tensor& dy) {
     check_grad("dropout", dy, dev);
     Tensor dx = Tensor::empty(dy.shape(), DType::F32, dev);
@@ -295,6 +398,8 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator& gen) {
   check_dims("dropout2d", "input", x, 4);
   if (!training || p == 0.0f) return x;
   int64_t planes = x.size(0) * x.size(1), plane = x.size(2) * x.size(3);
+  const GlobalDraw g = global_draw("dropout2d", x, planes, gen);
+  if (g.chunked) return dropout2d_at(x, p, g);
   uint64_t seed = gen.seed(), offset = gen.reserve(planes);
   const Device dev = x.device();
   Tensor y = Tensor::empty(x.shape(), DType::F32, dev);
@@ -332,6 +437,9 @@ Device check_batch_norm(const char* op, const Tensor& x, const Tensor& gamma, co
   for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var})
     ENGINE_CHECK(t->defined() && t->numel() == c, op, ": per-channel tensor of shape ",
                  t->defined() ? shape_str(t->shape()) : "undefined", " for ", c, " channels");
+  ENGINE_CHECK(
+      !training || !ChunkedGradients::current(), op,
+      ": chunked gradients (world-invariant) do not cover BatchNorm's training statistics");
   ENGINE_CHECK(!training || x.size(0) * x.size(2) * x.size(3) > 1, op,
                ": training needs more than one value per channel, got input ",
                shape_str(x.shape()));
@@ -469,6 +577,27 @@ Tensor log_softmax(const Tensor& x) {
   return y;
 }
 
+namespace {
+
+// Under the chunked mode: each chunk's sum of per-sample losses (in sample order) into the loss's
+// tree, for a loss summed over the global batch with the same bits at every world size.
+void chunk_losses(ChunkedGradients& cg, const Tensor& logp, const Tensor& target) {
+  ENGINE_CHECK(logp.device().is_cpu(),
+               "nll_loss: chunked gradients scale the loss on the CPU "
+               "only, the input is on ",
+               logp.device().str());
+  const int64_t n = logp.size(0), c = logp.size(1);
+  std::vector<float> per(static_cast<size_t>(n));
+  kc::nll_loss_per_sample(f(logp), target.data<int64_t>(), per.data(), n, c);
+  for (const LocalChunk& ch : cg.local_chunks("nll_loss", n)) {
+    float sum = 0.0f;
+    for (int64_t i = ch.begin; i < ch.begin + ch.count; ++i) sum += per[static_cast<size_t>(i)];
+    cg.push_loss(ch.global, Tensor::from_vector({sum}, {}));
+  }
+}
+
+}  // namespace
+
 Tensor nll_loss(const Tensor& logp, const Tensor& target) {
   trace::Scope ts("nll_loss", "forward");
   check_dims("nll_loss", "input", logp, 2);
@@ -483,6 +612,18 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target) {
   Tensor loss = Tensor::empty({}, DType::F32, dev);
   call(dev, kc::nll_loss_forward, kg::nll_loss_forward, f(logp), target.data<int64_t>(), f(loss), n,
        c);
+  if (ChunkedGradients* cg = ChunkedGradients::current()) {
+    chunk_losses(*cg, logp, target);
+    record(loss, "NllLossBackward", {logp}, [target, n, c, cg](const Tensor& dloss) {
+      check_grad("nll_loss", dloss, Device::cpu());
+      // The global 1/B: a share's own 1/n would give other bits at every world size.
+      const float scale = dloss.item() / static_cast<float>(cg->plan().global_batch);
+      Tensor dlogp = Tensor::empty({n, c}, DType::F32, Device::cpu());
+      kc::nll_loss_backward_scaled(scale, target.data<int64_t>(), f(dlogp), n, c);
+      return std::vector<Tensor>{dlogp};
+    });
+    return loss;
+  }
   record(loss, "NllLossBackward", {logp}, [target, n, c, dev](const Tensor& dloss) {
     check_grad("nll_loss", dloss, dev);
     Tensor dlogp = Tensor::empty({n, c}, DType::F32, dev);

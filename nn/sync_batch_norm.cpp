@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
+#include "nn/chunked.h"
 #include "nn/lambda_node.h"
 
 namespace engine::nn {
@@ -122,6 +123,9 @@ Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          const Tensor& running_mean, const Tensor& running_var,
                          const BatchNormReducer& reduce, float momentum, float eps) {
   ENGINE_CHECK(x.defined() && x.dim() == 4, "sync_batch_norm2d: input must be (N, C, H, W)");
+  ENGINE_CHECK(!ChunkedGradients::current(),
+               "sync_batch_norm2d: chunked gradients "
+               "(world-invariant) do not cover BatchNorm's training statistics");
   const Dims d{x.size(0), x.size(1), x.size(2) * x.size(3)};
   for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var})
     ENGINE_CHECK(t->defined() && t->numel() == d.c,
