@@ -3,7 +3,10 @@
 // DistributedSampler (the whole set reordered every epoch, then dealt out).
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "nn/chunked.h"
 
 namespace engine::parallel {
 
@@ -30,6 +33,31 @@ class RankShard {
   int64_t n_ = 0;
   int world_ = 1, rank_ = 0;
   std::vector<int64_t> partition_;  // partition: this rank's shard
+};
+
+// The world-invariant data order (issue 35): one seeded permutation of the set per epoch, the
+// same at every world size; global batch b is its positions [b * B, (b + 1) * B) (the last one
+// short), cut into chunks, and rank r of W takes the samples of its whole chunks of that batch
+// (chunk_tree::rank_chunks). A batch of fewer chunks than ranks is refused with one line.
+class GlobalOrder {
+ public:
+  GlobalOrder(int64_t n, int64_t batch, int64_t chunk_size, uint64_t seed, bool shuffle = true);
+  // The epoch's permutation of [0, n).
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+  int64_t batches_per_epoch() const { return (n_ + batch_ - 1) / batch_; }
+  // Rank's part of global batch b: the chunk plan its step sets (nn/chunked.h).
+  nn::ChunkPlan plan(int64_t b, int world, int rank) const;
+  // The positions of batch b that rank takes, in the epoch's order: [begin, begin + count).
+  std::pair<int64_t, int64_t> positions(int64_t b, int world, int rank) const;
+  // The sample indices of rank's share of batch b in epoch `epoch` (order: epoch_order(epoch)).
+  std::vector<int64_t> indices(const std::vector<int64_t>& order, int64_t b, int world,
+                               int rank) const;
+
+ private:
+  int64_t batch_size(int64_t b) const;  // the samples of global batch b
+  int64_t n_, batch_, chunk_;
+  uint64_t seed_;
+  bool shuffle_;
 };
 
 }  // namespace engine::parallel
