@@ -10,6 +10,10 @@
 //     chunk's sum of per-sample losses in the same tree (take_loss());
 //   - dropout and dropout2d draw by global position (kernels/dropout.h: the generator reserves
 //     the whole batch's counters on every rank, the call starts at the rank's first sample).
+// The ops hand autograd no weight or bias gradient (a parameter's .grad stays as it was: the step
+// writes the tree's root there) and the loss stays the share's mean; backward must run inside the
+// scope the forward ran in (checked). A parameter used twice in one forward is refused by its
+// accumulator (its chunks would come twice).
 // Input gradients and forwards need nothing: the fp32 kernels are batch invariant. Not covered:
 // BatchNorm2d in training (its statistics would need the tree too) and bf16 matmul precision,
 // both refused with one line; the loss runs on the CPU only. Without a ChunkedGradients (the

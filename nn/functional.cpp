@@ -93,9 +93,16 @@ ChunkedGradients* chunked_mode(const char* op) {
   return cg;
 }
 
+// A backward recorded under the mode runs inside that same scope (its accumulators live there).
+void check_scope(const char* op, const ChunkedGradients* cg) {
+  ENGINE_CHECK(ChunkedGradients::current() == cg, op,
+               ": backward ran outside the chunked-gradient scope its forward ran in");
+}
+
 // linear's weight and bias gradients, each chunk of the share alone (beta 0), into the tree.
 void linear_chunk_grads(ChunkedGradients& cg, const Tensor& x, const Tensor& w, const Tensor& b,
                         const Tensor& dy, const kernels::LinearShape& s, Device dev) {
+  check_scope("linear", &cg);
   for (const LocalChunk& c : cg.local_chunks("linear", s.n)) {
     const kernels::LinearShape cs{c.count, s.in, s.out};
     const float* cdy = f(dy) + c.begin * s.out;
@@ -174,6 +181,7 @@ void conv2d_chunk_grads(ChunkedGradients& cg, const Tensor& x, const Tensor& w, 
   using WeightFn =
       void(const float*, const float*, float*, float*, const kernels::Conv2dShape&, float);
   WeightFn* cpu_weight = kc::conv2d_backward_weight;  // the overload without a workspace
+  check_scope("conv2d", &cg);
   for (const LocalChunk& c : cg.local_chunks("conv2d", s.n)) {
     kernels::Conv2dShape cs = s;
     cs.n = c.count;
@@ -616,6 +624,7 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target) {
     chunk_losses(*cg, logp, target);
     record(loss, "NllLossBackward", {logp}, [target, n, c, cg](const Tensor& dloss) {
       check_grad("nll_loss", dloss, Device::cpu());
+      check_scope("nll_loss", cg);
       // The global 1/B: a share's own 1/n would give other bits at every world size.
       const float scale = dloss.item() / static_cast<float>(cg->plan().global_batch);
       Tensor dlogp = Tensor::empty({n, c}, DType::F32, Device::cpu());

@@ -128,6 +128,30 @@ TEST(ChunkedGrads, LinearSameBitsAtEveryWorldSize) {
   expect_world_invariant("linear", 128);
 }
 
+TEST(ChunkedGrads, AShortLastChunk) {
+  nn::ChunkedGradients cg({kChunk, 88, 4});  // 6 chunks, the last of 8 samples
+  const std::vector<nn::LocalChunk> c = cg.local_chunks("test", 24);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].global, 4u);
+  EXPECT_EQ(c[1].global, 5u);
+  EXPECT_EQ(c[1].begin, 16);
+  EXPECT_EQ(c[1].count, 8);
+  EXPECT_THROW(cg.local_chunks("test", 16 + 16), Error);
+  expect_world_invariant("linear", 88);
+}
+
+TEST(ChunkedGrads, BackwardOutsideTheScopeIsAnError) {
+  Generator init(5), drop(9);
+  auto m = nn::make_model("linear", {}, init, drop);
+  const Batch batch = make_batch(16);
+  Tensor loss;
+  {
+    nn::ChunkedGradients cg({kChunk, 16, 0});
+    loss = m->loss(m->forward(batch.x), batch.y);
+  }
+  EXPECT_THROW(loss.backward(), Error);
+}
+
 TEST(ChunkedGrads, NetSameBitsAtEveryWorldSize) {
   expect_world_invariant("net", 96);
 }
