@@ -95,7 +95,9 @@ ENGINE_BF16_TARGET void pack_rows_contiguous(const Bf16Operand& o, int64_t r0, i
 
 // GCC 12 takes the _mm512_undefined_epi32 inside vpunpck*'s intrinsics for uninitialized use.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // clang has no such warning (and warns of the unknown name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // 8 rows of 16 dwords transposed: column m (8 dwords, one per row) comes out at once. 4 x 4
 // transposes in each 128-bit lane: t[j] lane l holds rows 0-3 of column 4l + j, u[j] rows 4-7.
 struct Transposed8x16 {

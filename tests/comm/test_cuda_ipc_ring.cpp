@@ -267,7 +267,9 @@ class CudaIpcRingProtocols : public ::testing::TestWithParam<std::tuple<int, Ipc
 
 TEST_P(CudaIpcRingProtocols, AllReduceMatchesTheCpu) {
   SKIP_WITHOUT_IPC();
-  const auto [W, protocol] = GetParam();
+  // Plain variables, not a structured binding: clang 14 (the sanitizer builds') cannot capture one.
+  const int W = std::get<0>(GetParam());
+  const IpcProtocol protocol = std::get<1>(GetParam());
   run_ranks(W, 300, [&](int r, int dev, const std::shared_ptr<Store>& store) {
     IpcRingOptions o;
     o.timeout = Millis(30000);

@@ -18,7 +18,9 @@ struct ProcCase {
 class Processes : public ::testing::TestWithParam<ProcCase> {};
 
 TEST_P(Processes, CollectivesAcrossProcesses) {
-  const auto [kind, W] = GetParam();
+  // Plain variables, not a structured binding: clang 14 (the sanitizer builds') cannot capture one.
+  const TransportKind kind = GetParam().transport;
+  const int W = GetParam().world;
   const int port = testing::free_port();
   auto codes = testing::run_processes(W, [&](int r) {
     InitOptions o;
