@@ -144,7 +144,9 @@ TEST(ChunkTreeCollective, Tcp) {
 // segments.
 TEST(ChunkTreeCollective, InPlace) {
   const size_t count = 1013;
-  for (auto [n, W] : {std::pair<size_t, int>{5, 5}, {8, 3}}) {
+  for (const auto& nw : {std::pair<size_t, int>{5, 5}, {8, 3}}) {
+    const size_t n = nw.first;  // plain variables: clang 14 cannot capture a structured binding
+    const int W = nw.second;
     CommOptions o;
     o.segment_bytes = 64;
     auto comms = make_mem_communicators(W, o);
