@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
     declare_train_flags(flags, c);
     if (!flags.parse(argc, argv)) return 0;
     ENGINE_USAGE_CHECK(flags.rest().empty(), "unexpected argument '", flags.rest()[0], "'");
+    ENGINE_USAGE_CHECK(!c.world_invariant || !flags.given("sharding"), "--world-invariant takes ",
+                       "one global data order, the same at every world size; --sharding ",
+                       c.sharding, " splits the data by world size: drop it");
     read_knobs(c);  // a bad value: exit 1 naming the variable, as at its first use before
     as_usage_error([&] { validate(c); });
     run_training(c);

@@ -146,7 +146,8 @@ void check_world(const std::string& path, const TrainPosition& p, const ResumeRu
                ") a position in one mode's data order is none in the other's");
   if (p.world_size > 0 && p.world_size != run.world_size) {
     std::string why;
-    if (mid)
+    // World-invariant: batch_in_epoch counts global batches of one order, the same at any size.
+    if (mid && !run.world_invariant)
       why = detail::concat(": the checkpoint stops mid-epoch (engine.batch_in_epoch ",
                            p.batch_in_epoch, " counts steps over the shards of ", p.world_size,
                            " ranks), where another world size cannot go on (resume it at ",

@@ -77,7 +77,9 @@ struct ResumeRun {
 // size continues at another only where the position means the same there: at an epoch's end, with
 // no rank's own state in it (PowerSGD's error feedback once it holds anything; the batch size
 // leaves that alone); mid-epoch, engine.batch_in_epoch counts steps over the writer's shards and
-// batches, and the mode (its data order) must agree too. Throws engine::Error "<path>: field
+// batches, and the mode (its data order) must agree too; in the world-invariant mode it counts
+// global batches of one order, and any world size goes on from it. Throws engine::Error "<path>:
+// field
 // '<key>' ..." (ResumeMismatch where a setting of the run decides) for a position this run cannot
 // continue from.
 void check_resume_position(const std::string& path, const TrainPosition& p, const ResumeRun& run);

@@ -14,6 +14,9 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+
+#include "nn/chunked.h"
 
 namespace engine::parallel {
 
@@ -22,6 +25,9 @@ struct MicroBatch {
   bool first = true;   // the group's first batch: clear gradients, sync buffers
   bool last = true;    // the group's last batch: synchronise gradients, optimizer step
   float scale = 1.0f;  // the loss's factor, 1 / (batches in the group)
+  // The world-invariant mode: this rank's chunks of the micro-batch's global batch (the step runs
+  // under nn::ChunkedGradients and sums through the run's TreeReducer); empty otherwise.
+  std::optional<nn::ChunkPlan> chunks;
 };
 
 // Batch `i` of an epoch of `total` batches, in groups of k.

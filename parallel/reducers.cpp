@@ -6,6 +6,7 @@
 #include "comm/grad_sync.h"
 #include "comm/half_grad_sync.h"
 #include "comm/powersgd.h"
+#include "parallel/tree_reducer.h"
 #include "parallel/zero.h"
 
 namespace engine::parallel {
@@ -64,7 +65,7 @@ std::unique_ptr<comm::GradReducer> make_reducer(comm::Communicator& comm, nn::Na
 
 std::string reducer_kind_name(ReducerKind k) {
   static const char* const kNames[] = {"allreduce", "reduce-broadcast", "bucketed", "bf16",
-                                       "fp16",      "powersgd",         "zero1"};
+                                       "fp16",      "powersgd",         "zero1",    "tree"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -88,7 +89,12 @@ Synchronisation make_synchronisation(comm::Communicator* comm, nn::NamedTensors 
                                      const ReducerOptions& r, const OptimizerOptions& o,
                                      std::unique_ptr<nn::Optimizer> opt) {
   Synchronisation s;
-  if (!comm) {
+  if (r.kind == ReducerKind::Tree) {
+    auto tree = std::make_unique<TreeReducer>(comm, std::move(params));
+    s.tree = tree.get();
+    s.reducer = std::move(tree);
+    s.optimizer = std::make_unique<Unsharded>(std::move(opt));
+  } else if (!comm) {
     s.optimizer = std::make_unique<Unsharded>(std::move(opt));
     s.reducer = std::make_unique<LocalReducer>();
   } else if (r.kind == ReducerKind::Zero1) {

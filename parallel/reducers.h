@@ -16,8 +16,9 @@
 
 namespace engine::parallel {
 
-enum class ReducerKind { AllReduce, ReduceBroadcast, Bucketed, Bf16, Fp16, PowerSgd, Zero1 };
-// "allreduce", "reduce-broadcast", "bucketed", "bf16", "fp16", "powersgd", "zero1".
+// Tree: the world-invariant mode's sum over the fixed chunk tree (parallel/tree_reducer.h).
+enum class ReducerKind { AllReduce, ReduceBroadcast, Bucketed, Bf16, Fp16, PowerSgd, Zero1, Tree };
+// "allreduce", "reduce-broadcast", "bucketed", "bf16", "fp16", "powersgd", "zero1", "tree".
 std::string reducer_kind_name(ReducerKind k);
 // bf16, fp16 and PowerSGD: the gradients travel compressed.
 bool is_compression(ReducerKind k);
@@ -60,14 +61,19 @@ class StepOptimizer {
   virtual const nn::Optimizer& gathered() = 0;
 };
 
+class TreeReducer;
+
 // The run's reducer and optimizer. The reducer is destroyed first (ZeRO-1's refers to the
-// optimizer).
+// optimizer). tree: the reducer when it is the world-invariant mode's (the step hands it each
+// micro-batch's chunk partials), else null.
 struct Synchronisation {
   std::unique_ptr<StepOptimizer> optimizer;
   std::unique_ptr<comm::GradReducer> reducer;
+  TreeReducer* tree = nullptr;
 };
 
-// comm: the ranks, or null for one process (a reducer with nothing to do, whatever r.kind).
+// comm: the ranks, or null for one process (a reducer with nothing to do, whatever r.kind, but
+// Tree, which folds the chunk tree in the process).
 // params: the model's, equal on every rank. opt: the optimizer over params as built (and
 // resumed); ZeRO-1 takes its state and steps and shards them.
 Synchronisation make_synchronisation(comm::Communicator* comm, nn::NamedTensors params,

@@ -10,12 +10,48 @@
 
 namespace engine::parallel {
 
+RankShard::RankShard() = default;
+RankShard::~RankShard() = default;
+RankShard::RankShard(RankShard&&) noexcept = default;
+RankShard& RankShard::operator=(RankShard&&) noexcept = default;
+
 RankShard::RankShard(const ShardOptions& o, int64_t n, int world, int rank)
     : o_(o), n_(n), world_(world), rank_(rank) {
+  if (o_.global_batch > 0) {
+    const int64_t chunk = nn::ChunkPlan{}.chunk_size;
+    ENGINE_CHECK(n >= o_.global_batch, "world-invariant order: the training set's ", n,
+                 " images hold no full batch of ", o_.global_batch);
+    const size_t chunks =
+        chunk_tree::chunk_count(static_cast<size_t>(o_.global_batch), static_cast<size_t>(chunk));
+    ENGINE_CHECK(static_cast<size_t>(world) <= chunks, "world-invariant order: a batch of ",
+                 o_.global_batch, " images is ", chunks, " chunks of ", chunk, ", fewer than the ",
+                 world, " ranks (each takes whole chunks): use --batch-size ", world * chunk,
+                 " or more");
+    order_ = std::make_unique<GlobalOrder>(n, o_.global_batch, chunk, o_.seed, o_.shuffle);
+    return;
+  }
   if (o_.partition) partition_ = data::partition_for_rank(n, world, rank, 1234);
 }
 
+int64_t RankShard::share() const {
+  return order_ ? order_->positions(0, world_, rank_).second : 0;
+}
+
+std::optional<nn::ChunkPlan> RankShard::plan(int64_t b) const {
+  if (!order_) return std::nullopt;
+  return order_->plan(b, world_, rank_);
+}
+
 std::vector<int64_t> RankShard::indices(int64_t epoch) const {
+  if (order_) {
+    const std::vector<int64_t> order = order_->epoch_order(epoch);
+    std::vector<int64_t> out;
+    for (int64_t b = 0; b < n_ / o_.global_batch; ++b) {
+      const std::vector<int64_t> mine = order_->indices(order, b, world_, rank_);
+      out.insert(out.end(), mine.begin(), mine.end());
+    }
+    return out;
+  }
   if (o_.partition) return partition_;
   data::DistributedSampler sampler(n_, world_, rank_, o_.shuffle, o_.seed, o_.drop_last);
   sampler.set_epoch(epoch);
@@ -23,6 +59,7 @@ std::vector<int64_t> RankShard::indices(int64_t epoch) const {
 }
 
 int64_t RankShard::batches_per_epoch(int64_t batch) const {
+  if (order_) return n_ / o_.global_batch;
   const int64_t shard =
       o_.partition ? static_cast<int64_t>(partition_.size())
                    : data::DistributedSampler(n_, world_, rank_, o_.shuffle, o_.seed, o_.drop_last)

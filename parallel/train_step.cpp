@@ -5,9 +5,12 @@
 #include <utility>
 
 #include "comm/grad_sync.h"
+#include "core/error.h"
 #include "core/sync_guard.h"
 #include "core/trace.h"
+#include "nn/chunked.h"
 #include "nn/functional.h"
+#include "parallel/tree_reducer.h"
 
 namespace engine::parallel {
 
@@ -66,6 +69,12 @@ Tensor TrainStep::eager(const data::DeviceBatch& b, const MicroBatch& m, bool* t
       comm::broadcast_tensors(*buffer_comm_, buffers_, 0);
     }
   }
+  ENGINE_CHECK(m.chunks.has_value() == (sync_.tree != nullptr),
+               "training step: ", m.chunks ? "a chunk plan (world-invariant)" : "no chunk plan",
+               " and the ", sync_.reducer->name(),
+               " reducer: the tree reducer sums chunk partials, only it");
+  std::optional<nn::ChunkedGradients> chunked;  // the world-invariant mode: per-chunk partials
+  if (m.chunks) chunked.emplace(*m.chunks);
   Tensor loss;
   {
     trace::Scope ts("forward", "forward");
@@ -81,6 +90,10 @@ Tensor TrainStep::eager(const data::DeviceBatch& b, const MicroBatch& m, bool* t
     loss.backward(guard_.seed(loss, m.scale));
   }
   after_backward_();
+  if (chunked) {
+    trace::Scope ts("chunk tree", "comm");
+    loss = sync_.tree->collect(*chunked);  // the global batch's: equal on every rank
+  }
   if (!m.last) return loss;
   sync_.reducer->finish();  // every gradient reduced (ZeRO-1: into this rank's shards)
   {

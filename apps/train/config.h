@@ -58,6 +58,9 @@ struct TrainConfig {
   std::string grad_compression = "none";
   int64_t powersgd_start = 100;  // optimizer steps uncompressed before PowerSGD starts
   int64_t zero = 0;  // 1: ZeRO-1, optimizer state sharded across ranks (parallel/zero.h)
+  // The same bits at every world size: one global data order, chunked gradients summed in the
+  // fixed chunk tree (parallel/tree_reducer.h; docs/training.md).
+  bool world_invariant = false;
   // Watching and measuring.
   std::string trace;     // Chrome trace-event JSON of the run
   std::string plot;      // SVG of loss per step and test accuracy per epoch

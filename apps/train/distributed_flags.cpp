@@ -58,6 +58,11 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
         "1: ZeRO-1, each rank keeps the optimizer state of its shard of the parameters "
         "(gradients reduce_scatter'ed and parameters all_gather'ed in --bucket-mb buckets); "
         "0: off. Checkpoints stay one file, resumable with or without --zero");
+  f.add_switch("world-invariant", &c.world_invariant,
+               "the same bits at every world size: one global data order (rank r takes its "
+               "whole chunks of 16 images of each global batch; an epoch's last, short batch is "
+               "dropped), dropout by global position, gradients and losses summed over the "
+               "chunks in one fixed tree. CPU, fp32, models without BatchNorm");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -81,6 +86,7 @@ std::string options_line(const TrainConfig& c) {
   if (c.accumulate > 1) add("accumulate " + std::to_string(c.accumulate));
   if (c.zero) add("zero 1");
   if (c.sync_bn) add("sync-bn");
+  if (c.world_invariant) add("world-invariant (the chunk tree)");
   if (powersgd_rank(c) > 0)
     add("compression " + c.grad_compression + " (from step " + std::to_string(c.powersgd_start) +
         ")");
@@ -89,7 +95,30 @@ std::string options_line(const TrainConfig& c) {
   return s.empty() ? "" : "Options: " + s;
 }
 
+namespace {
+
+// What the world-invariant mode does not cover (yet): each refused with the flag that asks for it.
+void validate_world_invariant(const TrainConfig& c) {
+  if (!c.world_invariant) return;
+  const char* const what = "--world-invariant sums the gradients over its fixed chunk tree";
+  ENGINE_CHECK(c.grad_compression == "none", "--world-invariant and --grad-compression ",
+               c.grad_compression, ": compressed gradients differ with the world size");
+  ENGINE_CHECK(c.zero == 0, what, "; --zero 1's shards are not summed that way yet");
+  ENGINE_CHECK(c.sync == "bucketed", what, ": --sync ", c.sync, " does not apply");
+  ENGINE_CHECK(c.mode == "ddp", "--world-invariant runs one process per rank (--mode ddp)");
+  ENGINE_CHECK(c.backend == "ring", what, " over our ring's transports; --backend ", c.backend,
+               " is not covered yet");
+  ENGINE_CHECK(c.device != "cuda", "--world-invariant runs on the CPU for now (--device cpu)");
+  ENGINE_CHECK(c.precision == "fp32",
+               "--world-invariant runs in fp32 for now; --precision bf16 is not covered yet");
+  ENGINE_CHECK(c.model != "convnet" && !c.sync_bn,
+               "--world-invariant does not cover BatchNorm's statistics yet (convnet, --sync-bn)");
+}
+
+}  // namespace
+
 void validate_distributed(const TrainConfig& c) {
+  validate_world_invariant(c);
   ENGINE_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   ENGINE_CHECK(c.grad_compression == "none" || c.grad_compression == "bf16" ||
                    c.grad_compression == "fp16" || powersgd_rank(c) > 0,

@@ -17,12 +17,23 @@ using Clock = std::chrono::steady_clock;
 
 // The test split's figures on every rank, into r.
 void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator* comm, Device dev,
-              EpochResult* r) {
-  const parallel::TestResult t = parallel::evaluate(model, test, comm, dev);
+              bool world_invariant, EpochResult* r) {
+  const parallel::TestResult t = parallel::evaluate(model, test, comm, dev, world_invariant);
   r->test_count = t.count;
   r->test_correct = t.correct;
   r->test_loss = t.loss;
   r->test_acc = t.accuracy;
+}
+
+// A resumed epoch's loss sum so far, this rank's; null when the file holds none for it.
+// World-invariant: every rank's sum is the global batches' (equal at every world size), whatever
+// the writer's world size.
+const double* resumed_sum(const nn::TrainPosition& start, bool world_invariant, int world,
+                          int rank) {
+  if (world_invariant && !start.epoch_loss_sums.empty()) return &start.epoch_loss_sums[0];
+  if (start.epoch_loss_sums.size() == static_cast<size_t>(world))
+    return &start.epoch_loss_sums[rank];
+  return nullptr;
 }
 
 }  // namespace
@@ -42,8 +53,9 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
   }  // batches a resumed run has already trained on
   EpochTally t;
   t.total = loader.batches_per_epoch();
-  if (first > 0 && start_.epoch_loss_sums.size() == static_cast<size_t>(world_)) {
-    t.loss_sum = start_.epoch_loss_sums[rank_];  // the epoch line stays the whole epoch's mean
+  if (const double* sum =
+          first > 0 ? resumed_sum(start_, c_.world_invariant, world_, rank_) : nullptr) {
+    t.loss_sum = *sum;  // the epoch line stays the whole epoch's mean
     t.batches = first;
   }
   loss_log_.start(t.loss_sum);
@@ -72,7 +84,8 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     data::DeviceBatch cur = uploader.take(staged);
     staged = stage_next();
     trace::Scope step_scope("step", "step");
-    const parallel::MicroBatch m = parallel::micro_batch(t.next, t.total, c_.accumulate);
+    parallel::MicroBatch m = parallel::micro_batch(t.next, t.total, c_.accumulate);
+    m.chunks = shard_.plan(t.next);  // world-invariant: this rank's chunks of the global batch
     bool took = true;
     loss_log_.record(step_->run(cur, m, &took));
     pos_.step = step_->steps();
@@ -84,12 +97,13 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     uploader.done(cur.slot);
     if (!took) ++t.skipped;
     ++t.batches;
-    t.images += cur.size * world_;
+    const int64_t images = c_.world_invariant ? c_.batch_size : cur.size * world_;  // all ranks'
+    t.images += images;
     if (m.last) {
       ++t.steps;
       t.comm_bytes += step_->last_step_bytes();
     }
-    progress_.update(t.next, read_losses, cur.size * world_);
+    progress_.update(t.next, read_losses, images);
     // --checkpoint-every K; the epoch's last step and the run's are checkpointed by end_epoch.
     if (m.last && took && c_.checkpoint_every > 0 && pos_.step % c_.checkpoint_every == 0 &&
         t.next + 1 < t.total && !steps_done()) {
@@ -123,7 +137,7 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.step = pos_.step;
   double loss_sum = t.loss_sum;
   int64_t batches = t.batches;
-  if (comm_) {
+  if (comm_ && !c_.world_invariant) {  // world-invariant: the losses are the global batches'
     float sums[2] = {static_cast<float>(loss_sum), static_cast<float>(batches)};
     comm_->all_reduce(sums, 2, DType::F32, comm::ReduceOp::Sum);
     loss_sum = sums[0];
@@ -137,7 +151,7 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.comm_bytes_per_step = t.steps ? static_cast<double>(t.comm_bytes) / t.steps : 0;
   r.optimizer_state_bytes = static_cast<int64_t>(step_->optimizer().state_bytes());
   trace::Scope ts("evaluate", "eval");
-  evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
+  evaluate(*model_, mnist_.test, comm_.get(), device_, c_.world_invariant, &r);
   return r;
 }
 
@@ -171,6 +185,7 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
   pos_.model = c_.model;
   pos_.world_size = world_;
   pos_.batch_size = c_.batch_size;  // over all ranks: each takes batch_
+  pos_.world_invariant = c_.world_invariant;
   // The other replicas' dropout streams, for a bit-exact resume of --mode dp.
   pos_.replica_dropout_offsets = dp_ ? dp_->replica_dropout_offsets() : std::vector<uint64_t>{};
   nn::save_training_checkpoint(c_.checkpoint, *model_, opt, pos_);
@@ -178,7 +193,7 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
 
 void Trainer::evaluate_only() {
   EpochResult r;
-  evaluate(*model_, mnist_.test, comm_.get(), device_, &r);
+  evaluate(*model_, mnist_.test, comm_.get(), device_, c_.world_invariant, &r);
   if (rank_ == 0) {
     std::printf("Evaluation only: %s weights from %s, %d rank(s)\n", c_.model.c_str(),
                 resumed_from_.empty() ? c_.init_from.c_str() : resumed_from_.c_str(), world_);

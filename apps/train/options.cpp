@@ -22,7 +22,9 @@ parallel::ReducerOptions reducer_options(const TrainConfig& c) {
   r.powersgd_rank = static_cast<int>(powersgd_rank(c));
   r.powersgd_start = c.powersgd_start;
   r.seed = static_cast<uint64_t>(c.seed);
-  if (r.powersgd_rank > 0)
+  if (c.world_invariant)
+    r.kind = K::Tree;
+  else if (r.powersgd_rank > 0)
     r.kind = K::PowerSgd;
   else if (c.grad_compression == "bf16" || c.grad_compression == "fp16")
     r.kind = c.grad_compression == "bf16" ? K::Bf16 : K::Fp16;

@@ -137,22 +137,26 @@ void Trainer::build() {
                  nn::kModelCols);
   ENGINE_CHECK(c_.batch_size >= world_, "--batch-size ", c_.batch_size,
                " is less than the world size ", world_, ": every rank needs an image per step");
-  batch_ = c_.batch_size / world_;  // the tutorial's bsz = int(128 / float(size))
-  if (rank_ == 0 && c_.batch_size % world_ != 0 && !c_.eval_only)
-    std::printf(
-        "--batch-size %lld does not divide by %d ranks: each rank takes int(%lld / %d) = "
-        "%lld images per step (%lld in all), as the tutorial does\n",
-        static_cast<long long>(c_.batch_size), world_, static_cast<long long>(c_.batch_size),
-        world_, static_cast<long long>(batch_), static_cast<long long>(batch_ * world_));
   parallel::ShardOptions so;
   so.partition = c_.sharding == "partition";
   so.shuffle = c_.shuffle == "on";
   so.seed = static_cast<uint64_t>(c_.seed);
   so.drop_last = c_.drop_last;
+  so.global_batch = c_.world_invariant ? c_.batch_size : 0;
   shard_ = parallel::RankShard(so, mnist_.train.count, world_, rank_);
+  // The tutorial's bsz = int(128 / float(size)); world-invariant: this rank's whole chunks.
+  batch_ = c_.world_invariant ? shard_.share() : c_.batch_size / world_;
+  if (rank_ == 0 && c_.batch_size % world_ != 0 && !c_.eval_only && !c_.world_invariant)
+    std::printf(
+        "--batch-size %lld does not divide by %d ranks: each rank takes int(%lld / %d) = "
+        "%lld images per step (%lld in all), as the tutorial does\n",
+        static_cast<long long>(c_.batch_size), world_, static_cast<long long>(c_.batch_size),
+        world_, static_cast<long long>(batch_), static_cast<long long>(batch_ * world_));
   if (c_.dropout >= 0) model_options_.dropout = static_cast<float>(c_.dropout);
   init_gen_ = Generator(static_cast<uint64_t>(c_.seed));
-  dropout_gen_ = Generator(static_cast<uint64_t>(c_.seed) * 1000003u + 1u + rank_);
+  // Each rank its own dropout stream; world-invariant: one stream, drawn by global position.
+  dropout_gen_ = Generator(static_cast<uint64_t>(c_.seed) * 1000003u + 1u +
+                           (c_.world_invariant ? 0u : static_cast<uint64_t>(rank_)));
   model_ = nn::make_model(c_.model, model_options_, init_gen_, dropout_gen_);
   if (c_.mode == "dp") {
     dp_devices_ = dp_devices(c_);
@@ -164,6 +168,8 @@ void Trainer::build() {
     if (rank_ == 0 && !d.notice.empty()) std::printf("%s\n", d.notice.c_str());
     device_ = d.device;
   }
+  ENGINE_CHECK(!c_.world_invariant || device_.is_cpu(), "--world-invariant runs on the CPU for ",
+               "now; this rank chose ", device_.str(), " (--device cpu)");
   // This thread and the communicator's work on the rank's device from now on (no context on
   // any other GPU).
   if (device_.is_cuda()) cuda::set_home_device(device_.index);
@@ -215,6 +221,7 @@ void Trainer::resume() {
   if (!c_.eval_only) {  // --eval-only goes on from no position: any world size evaluates it
     run.world_size = world_;
     run.batch_size = c_.batch_size;
+    run.world_invariant = c_.world_invariant;
   }
   nn::check_resume_position(resumed_from_, start_, run);
   pos_ = start_;
@@ -276,7 +283,8 @@ void Trainer::print_world(const std::string& cuda_path) const {
   std::printf(
       "World %d: %s, sync %s, sharding %s, %lld images per rank per step, "
       "%d threads per rank\n",
-      world_, how.c_str(), c_.sync.c_str(), c_.sharding.c_str(), static_cast<long long>(batch_),
+      world_, how.c_str(), c_.world_invariant ? "tree" : c_.sync.c_str(),
+      c_.world_invariant ? "global order" : c_.sharding.c_str(), static_cast<long long>(batch_),
       threads_);
   if (const std::string on = options_line(c_); !on.empty()) std::printf("%s\n", on.c_str());
   if (!cuda_path.empty())

@@ -176,3 +176,16 @@ TEST(ResumeWorld, AnotherModeMidEpochIsRefused) {
   p.batch_in_epoch = 0;
   EXPECT_EQ(refusal(p, resuming(4, 128)).what, "");
 }
+
+TEST(ResumeWorld, TheWorldInvariantModeGoesOnMidEpochAtAnotherWorldSize) {
+  nn::TrainPosition p = written();  // mid-epoch (batch 3)
+  p.world_invariant = true;
+  for (int w : {1, 2, 8}) {
+    nn::ResumeRun run = resuming(w, p.batch_size);
+    run.world_invariant = true;
+    EXPECT_EQ(refusal(p, run).what, "") << w;
+  }
+  nn::ResumeRun other = resuming(2, p.batch_size / 2);  // its batches are others
+  other.world_invariant = true;
+  EXPECT_NE(refusal(p, other).what, "");
+}

@@ -1,0 +1,150 @@
+// tests/parallel/test_world_invariant.cpp: the world-invariant step (parallel/tree_reducer.h with
+// parallel/train_step.h): W = 1 .. 4 ranks as threads over the in-memory transport, each stepping
+// on its chunks of the same global batches, end with the weights of one process bit for bit, for
+// every model without BatchNorm, SGD and Adam, and accumulation. A control with the bucketed
+// ring reducer differs (the test can fail), and a step that mixes the modes is refused.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/chunk_tree.h"
+#include "core/error.h"
+#include "parallel/train_step.h"
+#include "parallel/tree_reducer.h"
+#include "tests/parallel/parallel_test_util.h"
+
+namespace engine::parallel {
+namespace {
+
+constexpr int64_t kChunk = 16;
+
+struct Job {
+  std::string model = "linear";
+  int64_t batch = 96;  // global
+  int steps = 3;
+  int64_t accumulate = 1;
+  OptimizerKind optimizer = OptimizerKind::Sgd;
+  ReducerKind reducer = ReducerKind::Tree;
+};
+
+// Rows [begin, begin + count) of global batch b as this rank's batch.
+data::DeviceBatch share(const data::DeviceBatch& b, int64_t begin, int64_t count) {
+  const int64_t per = b.images.numel() / b.images.size(0);
+  data::DeviceBatch s;
+  s.images = b.images.flat_slice(begin * per, count * per).view({count, 1, 28, 28}).clone();
+  std::vector<int64_t> labels = b.labels.to_vector_i64();
+  s.labels = Tensor::from_vector_i64({labels.begin() + begin, labels.begin() + begin + count},
+                                     {count}, Device::cpu());
+  s.size = count;
+  return s;
+}
+
+// Rank r of `world` (comm null: one process) runs the steps; returns its weights.
+std::vector<float> train(const Job& run, comm::Communicator* comm, int world, int r) {
+  Generator init(1234), dropout(99);  // equal on every rank: the mode draws by global position
+  auto model = nn::make_model(run.model, {}, init, dropout);
+  ReducerOptions ro;
+  ro.kind = run.reducer;
+  OptimizerOptions oo;
+  oo.kind = run.optimizer;
+  auto opt = make_optimizer(oo, model->named_parameters());
+  TrainStep step(*model,
+                 make_synchronisation(comm, model->named_parameters(), ro, oo, std::move(opt)),
+                 NonfiniteMode::Stop, Device::cpu(), r, 0);
+  const size_t chunks = chunk_tree::chunk_count(static_cast<size_t>(run.batch), kChunk);
+  const chunk_tree::Range mine = chunk_tree::rank_chunks(chunks, world, r);
+  const auto first = static_cast<int64_t>(mine.begin) * kChunk;
+  const int64_t count = std::min(run.batch, static_cast<int64_t>(mine.end) * kChunk) - first;
+  const int64_t total = run.steps * run.accumulate;
+  for (int64_t i = 0; i < total; ++i) {
+    MicroBatch m = micro_batch(i, total, run.accumulate);
+    if (run.reducer == ReducerKind::Tree)
+      m.chunks = nn::ChunkPlan{kChunk, run.batch, static_cast<int64_t>(mine.begin)};
+    bool took = false;
+    const data::DeviceBatch global = testing::batch(0, static_cast<int>(i), run.batch);
+    step.run(share(global, first, count), m, &took);
+    EXPECT_TRUE(took);
+  }
+  EXPECT_EQ(step.steps(), run.steps);
+  return testing::flat_params(*model);
+}
+
+std::vector<std::vector<float>> train_world(const Job& run, int world) {
+  std::vector<std::vector<float>> weights(world);
+  if (world == 1) {
+    weights[0] = train(run, nullptr, 1, 0);
+    return weights;
+  }
+  auto comms = comm::make_mem_communicators(world);
+  testing::expect_no_errors(testing::run_threads(
+      world, [&](int r) { weights[r] = train(run, comms[r].get(), world, r); }));
+  return weights;
+}
+
+void expect_same_bits(const Job& run) {
+  const std::vector<float> one = train_world(run, 1)[0];
+  for (int world = 2; world <= 4; ++world) {
+    const auto w = train_world(run, world);
+    for (int r = 0; r < world; ++r)
+      EXPECT_TRUE(w[r] == one) << run.model << " batch " << run.batch << " W " << world << " rank "
+                               << r;
+  }
+}
+
+TEST(WorldInvariant, LinearSameWeightsAtEveryWorldSize) {
+  expect_same_bits({});
+  Job r;
+  r.batch = 88;  // a short last chunk
+  expect_same_bits(r);
+}
+
+TEST(WorldInvariant, NetAndSimpleCnnWithDropout) {
+  Job r;
+  r.model = "net";
+  expect_same_bits(r);
+  r.model = "simplecnn";
+  r.steps = 2;
+  expect_same_bits(r);
+}
+
+TEST(WorldInvariant, AdamAndAccumulation) {
+  Job r;
+  r.optimizer = OptimizerKind::Adam;
+  r.accumulate = 2;
+  r.steps = 2;
+  expect_same_bits(r);
+}
+
+TEST(WorldInvariant, TheRingReducerGivesOtherBits) {
+  Job r;
+  r.reducer = ReducerKind::Bucketed;
+  const std::vector<float> one = train_world(r, 1)[0];
+  bool differs = false;
+  for (int world = 2; world <= 4; ++world) differs = differs || train_world(r, world)[0] != one;
+  EXPECT_TRUE(differs);
+}
+
+TEST(WorldInvariant, ABatchWithoutAPlanIsRefused) {
+  testing::SmallModel m;
+  OptimizerOptions oo;
+  ReducerOptions ro;
+  ro.kind = ReducerKind::Tree;
+  auto opt = make_optimizer(oo, m.model->named_parameters());
+  TrainStep step(*m.model,
+                 make_synchronisation(nullptr, m.model->named_parameters(), ro, oo, std::move(opt)),
+                 NonfiniteMode::Stop, Device::cpu(), 0, 0);
+  bool took = false;
+  EXPECT_THROW(step.run(testing::batch(0, 0, 16), MicroBatch{}, &took), Error);
+}
+
+TEST(WorldInvariant, BytesOfTheTreeSchedule) {
+  // One node per rank: 2(W-1)/W of the buffer, as the ring; k nodes: (k+1)(W-1)/W.
+  EXPECT_EQ(tree_bytes(1000, 4, 0, 1), 2 * 750 * 4);
+  EXPECT_EQ(tree_bytes(1000, 4, 0, 2), 3 * 750 * 4);
+  EXPECT_EQ(tree_bytes(1000, 1, 0, 1), 0);
+}
+
+}  // namespace
+}  // namespace engine::parallel
