@@ -74,7 +74,13 @@ Tensor TrainStep::eager(const data::DeviceBatch& b, const MicroBatch& m, bool* t
                " and the ", sync_.reducer->name(),
                " reducer: the tree reducer sums chunk partials, only it");
   std::optional<nn::ChunkedGradients> chunked;  // the world-invariant mode: per-chunk partials
-  if (m.chunks) chunked.emplace(*m.chunks);
+  // It runs on the CPU only, where its host reads (the loss's scale, the packed nodes) are no
+  // device syncs.
+  std::optional<sync_guard::Allow> host_reads;
+  if (m.chunks) {
+    chunked.emplace(*m.chunks);
+    host_reads.emplace();
+  }
   Tensor loss;
   {
     trace::Scope ts("forward", "forward");
