@@ -75,4 +75,25 @@ TreeNodes ChunkedGradients::take_loss() {
   return take(this, "loss");
 }
 
+namespace {
+struct AddDoubles {
+  void operator()(std::vector<double>& a, const std::vector<double>& b) const {
+    for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  }
+};
+}  // namespace
+
+std::vector<double> ChunkedGradients::sum_over_batch(
+    const char* op, int64_t rows, size_t width,
+    const std::function<void(const LocalChunk& chunk, double* out)>& sums) const {
+  chunk_tree::Accumulator<std::vector<double>, AddDoubles> acc(chunks_, AddDoubles{});
+  for (const LocalChunk& c : local_chunks(op, rows)) {
+    std::vector<double> s(width, 0.0);
+    sums(c, s.data());
+    acc.push(c.global, std::move(s));
+  }
+  if (tree_sum_) return tree_sum_(chunks_, acc.take());
+  return chunk_tree::fold(chunks_, acc.take(), AddDoubles{});
+}
+
 }  // namespace engine::nn

@@ -14,12 +14,14 @@
 // writes the tree's root there) and the loss stays the share's mean; backward must run inside the
 // scope the forward ran in (checked). A parameter used twice in one forward is refused by its
 // accumulator (its chunks would come twice).
+//   - BatchNorm2d in training normalises over the global batch (nn/sync_batch_norm.h): each
+//     chunk's sums go through tree_sum(), and gamma's and beta's gradients into the tree.
 // Input gradients and forwards need nothing: the fp32 kernels are batch invariant. Not covered:
-// BatchNorm2d in training (its statistics would need the tree too) and bf16 matmul precision,
-// both refused with one line; the loss runs on the CPU only. Without a ChunkedGradients (the
-// default) the ops run as before, bit for bit.
+// bf16 matmul precision, refused with one line; the loss and BatchNorm run on the CPU only. Without
+// a ChunkedGradients (the default) the ops run as before, bit for bit.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -39,6 +41,11 @@ struct ChunkPlan {
 
 // A parameter's (or the loss's) partial sums: tree nodes in leaf order, each with its sum.
 using TreeNodes = std::vector<std::pair<chunk_tree::Node, Tensor>>;
+// Per-chunk sums of doubles (BatchNorm's statistics): this rank's nodes; and what sums every
+// rank's nodes of a tree of `leaves` leaves into the root, on every rank (the step sets it:
+// parallel/tree_reducer.h over the ranks' chunk_tree_all_reduce).
+using DoubleNodes = std::vector<std::pair<chunk_tree::Node, std::vector<double>>>;
+using TreeSum = std::function<std::vector<double>(size_t leaves, DoubleNodes nodes)>;
 
 // One chunk of a rank's share: its index in the global batch, its rows in the rank's tensors.
 struct LocalChunk {
@@ -72,6 +79,15 @@ class ChunkedGradients {
   TreeNodes take(const Tensor& param, const char* name = "parameter");
   TreeNodes take_loss();
 
+  // The sum over the global batch of `width` doubles per chunk: sums(chunk, out) adds the
+  // chunk's rows of the share into out (width zeros), chunk by chunk in order; every rank calls
+  // it in the same order. Through set_tree_sum's function; unset, the nodes are folded here
+  // (one process: they cover every chunk).
+  std::vector<double> sum_over_batch(
+      const char* op, int64_t rows, size_t width,
+      const std::function<void(const LocalChunk& chunk, double* out)>& sums) const;
+  void set_tree_sum(TreeSum f) { tree_sum_ = std::move(f); }
+
  private:
   struct AddInto {
     void operator()(Tensor& a, const Tensor& b) const { a.add_(b); }
@@ -83,6 +99,7 @@ class ChunkedGradients {
   ChunkPlan plan_;
   size_t chunks_;
   std::map<const void*, Acc> accs_;  // keyed by the parameter's storage (the loss: by this)
+  TreeSum tree_sum_;
   ChunkedGradients* previous_;
 };
 

@@ -6,6 +6,7 @@
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/dispatch.h"
+#include "nn/chunked.h"
 #include "nn/functional.h"
 #include "nn/sync_batch_norm.h"
 
@@ -74,13 +75,14 @@ void BatchNorm2d::count_batch() {
 }
 Tensor BatchNorm2d::forward(const Tensor& x) {
   count_batch();
-  if (is_training() && batch_norm_sync())  // SyncBatchNorm: the global batch's statistics
+  // SyncBatchNorm, and the world-invariant mode: the global batch's statistics.
+  if (is_training() && (batch_norm_sync() || ChunkedGradients::current()))
     return sync_batch_norm2d(x, weight, bias, running_mean, running_var, batch_norm_sync());
   return batch_norm2d(x, weight, bias, running_mean, running_var, is_training());
 }
 Tensor BatchNorm2d::forward_pooled(const Tensor& x, int kernel, int stride, bool relu) {
   count_batch();
-  if (is_training() && batch_norm_sync()) {
+  if (is_training() && (batch_norm_sync() || ChunkedGradients::current())) {
     Tensor y = sync_batch_norm2d(x, weight, bias, running_mean, running_var, batch_norm_sync());
     return relu ? max_pool2d_relu(y, kernel, stride) : max_pool2d(y, kernel, stride);
   }

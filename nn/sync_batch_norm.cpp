@@ -1,6 +1,7 @@
 // nn/sync_batch_norm.cpp: SyncBatchNorm's forward and backward on host loops, in double sums.
 #include "nn/sync_batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -34,32 +35,15 @@ struct Stats {
   double count = 0;
 };
 
-Stats global_stats(const float* x, const Dims& d, float* running_mean, float* running_var,
-                   const BatchNormReducer& reduce, float momentum, float eps) {
-  Tensor sums = Tensor::empty({2 * d.c + 1});  // s1 (C), s2 (C), n
-  float* s = sums.data<float>();
-  parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const double k = running_mean[c];
-      double s1 = 0, s2 = 0;
-      for_planes(d, c, [&](int64_t off) {
-        for (int64_t j = 0; j < d.hw; ++j) {
-          const double v = double(x[off + j]) - k;
-          s1 += v;
-          s2 += v * v;
-        }
-      });
-      s[c] = static_cast<float>(s1);
-      s[d.c + c] = static_cast<float>(s2);
-    }
-  });
-  s[2 * d.c] = static_cast<float>(d.n * d.hw);
-  reduce(sums);
-  Stats st{Tensor::empty({d.c}), Tensor::empty({d.c}), double(s[2 * d.c])};
+// mean, invstd and the running buffers' update from the global batch's sums s (C values of
+// s1 = sum (x - K), then C of s2 = sum (x - K)^2) over count values per channel.
+Stats finish_stats(const std::vector<double>& s, double count, const Dims& d, float* running_mean,
+                   float* running_var, float momentum, float eps) {
+  Stats st{Tensor::empty({d.c}), Tensor::empty({d.c}), count};
   ENGINE_CHECK(st.count > 1, "SyncBatchNorm: training needs more than one value per channel");
   for (int64_t c = 0; c < d.c; ++c) {
-    const double m1 = double(s[c]) / st.count;
-    const double var = std::max(0.0, double(s[d.c + c]) / st.count - m1 * m1);
+    const double m1 = s[c] / st.count;
+    const double var = std::max(0.0, s[d.c + c] / st.count - m1 * m1);
     const double mean = double(running_mean[c]) + m1;
     st.mean.data<float>()[c] = static_cast<float>(mean);
     st.invstd.data<float>()[c] = static_cast<float>(1.0 / std::sqrt(var + double(eps)));
@@ -70,29 +54,70 @@ Stats global_stats(const float* x, const Dims& d, float* running_mean, float* ru
   return st;
 }
 
-// dy (N, C, H, W) -> dx, dgamma, dbeta of the global batch norm (host tensors).
-std::vector<Tensor> sync_grads(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                               const Stats& st, const Dims& d, const BatchNormReducer& reduce) {
-  const float *g = dy.data<float>(), *xv = x.data<float>(), *ga = gamma.data<float>();
-  const float *mean = st.mean.data<float>(), *invstd = st.invstd.data<float>();
-  Tensor sums = Tensor::empty({2 * d.c});  // sum dy (C), sum dy (x - mean) (C)
-  float* s = sums.data<float>();
-  Tensor dgamma = Tensor::empty({d.c}), dbeta = Tensor::empty({d.c});
-  for (int64_t c = 0; c < d.c; ++c) {
-    double sdy = 0, sdyx = 0;
-    for_planes(d, c, [&](int64_t off) {
-      for (int64_t j = 0; j < d.hw; ++j) {
-        sdy += g[off + j];
-        sdyx += double(g[off + j]) * (double(xv[off + j]) - mean[c]);
-      }
-    });
-    s[c] = static_cast<float>(sdy);
-    s[d.c + c] = static_cast<float>(sdyx);
-    dbeta.data<float>()[c] = static_cast<float>(sdy);
-    dgamma.data<float>()[c] = static_cast<float>(sdyx * invstd[c]);
+// Channel c's shifted sums over images [i0, i1): s1 += x - k, s2 += (x - k)^2.
+void shifted_sums(const float* x, const Dims& d, int64_t c, int64_t i0, int64_t i1, double k,
+                  double* s1, double* s2) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t off = (i * d.c + c) * d.hw;
+    for (int64_t j = 0; j < d.hw; ++j) {
+      const double v = double(x[off + j]) - k;
+      *s1 += v;
+      *s2 += v * v;
+    }
   }
-  reduce(sums);  // over the global batch
-  Tensor dx = Tensor::empty(x.shape());
+}
+
+Stats global_stats(const float* x, const Dims& d, float* running_mean, float* running_var,
+                   const BatchNormReducer& reduce, float momentum, float eps) {
+  Tensor sums = Tensor::empty({2 * d.c + 1});  // s1 (C), s2 (C), n
+  float* s = sums.data<float>();
+  parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double s1 = 0, s2 = 0;
+      shifted_sums(x, d, c, 0, d.n, running_mean[c], &s1, &s2);
+      s[c] = static_cast<float>(s1);
+      s[d.c + c] = static_cast<float>(s2);
+    }
+  });
+  s[2 * d.c] = static_cast<float>(d.n * d.hw);
+  reduce(sums);
+  return finish_stats(std::vector<double>(s, s + 2 * d.c), double(s[2 * d.c]), d, running_mean,
+                      running_var, momentum, eps);
+}
+
+// The world-invariant mode's statistics: each chunk's sums in doubles, summed in the chunk tree.
+Stats tree_stats(const ChunkedGradients& cg, const float* x, const Dims& d, float* running_mean,
+                 float* running_var, float momentum, float eps) {
+  const std::vector<double> s =
+      cg.sum_over_batch("sync_batch_norm2d", d.n, 2 * static_cast<size_t>(d.c),
+                        [&](const LocalChunk& ch, double* out) {
+                          parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
+                            for (int64_t c = c0; c < c1; ++c)
+                              shifted_sums(x, d, c, ch.begin, ch.begin + ch.count, running_mean[c],
+                                           &out[c], &out[d.c + c]);
+                          });
+                        });
+  return finish_stats(s, double(cg.plan().global_batch * d.hw), d, running_mean, running_var,
+                      momentum, eps);
+}
+
+// Channel c's sum dy and sum dy (x - mean) over images [i0, i1).
+void grad_sums(const float* g, const float* xv, const Dims& d, int64_t c, int64_t i0, int64_t i1,
+               float mean, double* sdy, double* sdyx) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t off = (i * d.c + c) * d.hw;
+    for (int64_t j = 0; j < d.hw; ++j) {
+      *sdy += g[off + j];
+      *sdyx += double(g[off + j]) * (double(xv[off + j]) - mean);
+    }
+  }
+}
+
+// dx of the global batch norm from the global batch's sums s (sum dy (C), sum dy (x - mean) (C)).
+Tensor input_grad(const float* g, const float* xv, const float* ga, const Stats& st, const Dims& d,
+                  const std::vector<double>& s) {
+  const float *mean = st.mean.data<float>(), *invstd = st.invstd.data<float>();
+  Tensor dx = Tensor::empty({d.n, d.c, d.hw});
   float* o = dx.data<float>();
   parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -106,7 +131,51 @@ std::vector<Tensor> sync_grads(const Tensor& dy, const Tensor& x, const Tensor& 
       });
     }
   });
-  return {dx, dgamma, dbeta};
+  return dx;
+}
+
+// dy (N, C, H, W) -> dx, dgamma, dbeta of the global batch norm (host tensors).
+std::vector<Tensor> sync_grads(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                               const Stats& st, const Dims& d, const BatchNormReducer& reduce) {
+  const float *g = dy.data<float>(), *xv = x.data<float>();
+  const float *mean = st.mean.data<float>(), *invstd = st.invstd.data<float>();
+  Tensor sums = Tensor::empty({2 * d.c});  // sum dy (C), sum dy (x - mean) (C)
+  float* s = sums.data<float>();
+  Tensor dgamma = Tensor::empty({d.c}), dbeta = Tensor::empty({d.c});
+  for (int64_t c = 0; c < d.c; ++c) {
+    double sdy = 0, sdyx = 0;
+    grad_sums(g, xv, d, c, 0, d.n, mean[c], &sdy, &sdyx);
+    s[c] = static_cast<float>(sdy);
+    s[d.c + c] = static_cast<float>(sdyx);
+    dbeta.data<float>()[c] = static_cast<float>(sdy);
+    dgamma.data<float>()[c] = static_cast<float>(sdyx * invstd[c]);
+  }
+  reduce(sums);  // over the global batch
+  Tensor dx = input_grad(g, xv, gamma.data<float>(), st, d, std::vector<double>(s, s + 2 * d.c));
+  return {dx.view(x.shape()), dgamma, dbeta};
+}
+
+// The world-invariant mode's backward: each chunk's sums in the chunk tree (for dx) and its
+// dgamma, dbeta partials into gamma's and beta's trees (their gradients come from there).
+std::vector<Tensor> tree_grads(ChunkedGradients& cg, const Tensor& dy, const Tensor& x,
+                               const Tensor& gh, const Tensor& gamma, const Tensor& beta,
+                               const Stats& st, const Dims& d) {
+  const float *g = dy.data<float>(), *xv = x.data<float>();
+  const float *mean = st.mean.data<float>(), *invstd = st.invstd.data<float>();
+  const std::vector<double> s = cg.sum_over_batch(
+      "sync_batch_norm2d", d.n, 2 * static_cast<size_t>(d.c),
+      [&](const LocalChunk& ch, double* out) {
+        Tensor dgamma = Tensor::empty({d.c}), dbeta = Tensor::empty({d.c});
+        for (int64_t c = 0; c < d.c; ++c) {
+          grad_sums(g, xv, d, c, ch.begin, ch.begin + ch.count, mean[c], &out[c], &out[d.c + c]);
+          dbeta.data<float>()[c] = static_cast<float>(out[c]);
+          dgamma.data<float>()[c] = static_cast<float>(out[d.c + c] * invstd[c]);
+        }
+        if (detail::needs(gamma)) cg.push(gamma, ch.global, dgamma);
+        if (detail::needs(beta)) cg.push(beta, ch.global, dbeta);
+      });
+  Tensor dx = input_grad(g, xv, gh.data<float>(), st, d, s);
+  return {dx.view(x.shape()), Tensor(), Tensor()};
 }
 
 }  // namespace
@@ -123,9 +192,8 @@ Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          const Tensor& running_mean, const Tensor& running_var,
                          const BatchNormReducer& reduce, float momentum, float eps) {
   ENGINE_CHECK(x.defined() && x.dim() == 4, "sync_batch_norm2d: input must be (N, C, H, W)");
-  ENGINE_CHECK(!ChunkedGradients::current(),
-               "sync_batch_norm2d: chunked gradients "
-               "(world-invariant) do not cover BatchNorm's training statistics");
+  ChunkedGradients* cg = ChunkedGradients::current();  // world-invariant: through the chunk tree
+  ENGINE_CHECK(cg || reduce, "sync_batch_norm2d: no reducer and no chunked-gradient scope");
   const Dims d{x.size(0), x.size(1), x.size(2) * x.size(3)};
   for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var})
     ENGINE_CHECK(t->defined() && t->numel() == d.c,
@@ -136,7 +204,9 @@ Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& bet
   Tensor xh = x.detach().to(host), gh = gamma.detach().to(host), bh = beta.detach().to(host);
   Tensor rm = running_mean.to(host), rv = running_var.to(host);
   Stats st =
-      global_stats(xh.data<float>(), d, rm.data<float>(), rv.data<float>(), reduce, momentum, eps);
+      cg ? tree_stats(*cg, xh.data<float>(), d, rm.data<float>(), rv.data<float>(), momentum, eps)
+         : global_stats(xh.data<float>(), d, rm.data<float>(), rv.data<float>(), reduce, momentum,
+                        eps);
   if (dev != host) {
     Tensor(running_mean).copy_from(rm);  // a handle on the same storage
     Tensor(running_var).copy_from(rv);
@@ -152,10 +222,15 @@ Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& bet
   }
   Tensor out = dev == host ? yh : yh.to(dev);
   detail::record(out, "SyncBatchNormBackward", {x, gamma, beta},
-                 [xh, gh, st, d, reduce, dev](const Tensor& dy) {
-                   std::vector<Tensor> g = sync_grads(dy.to(Device::cpu()), xh, gh, st, d, reduce);
+                 [xh, gh, gamma, beta, st, d, reduce, dev, cg](const Tensor& dy) {
+                   ENGINE_CHECK(ChunkedGradients::current() == cg, "sync_batch_norm2d: backward ",
+                                "ran outside the chunked-gradient scope its forward ran in");
+                   const Tensor dyh = dy.to(Device::cpu());
+                   std::vector<Tensor> g = cg ? tree_grads(*cg, dyh, xh, gh, gamma, beta, st, d)
+                                              : sync_grads(dyh, xh, gh, st, d, reduce);
                    if (dev != Device::cpu())
-                     for (Tensor& t : g) t = t.to(dev);
+                     for (Tensor& t : g)
+                       if (t.defined()) t = t.to(dev);
                    return g;
                  });
   return out;

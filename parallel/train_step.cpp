@@ -79,6 +79,7 @@ Tensor TrainStep::eager(const data::DeviceBatch& b, const MicroBatch& m, bool* t
   std::optional<sync_guard::Allow> host_reads;
   if (m.chunks) {
     chunked.emplace(*m.chunks);
+    chunked->set_tree_sum(sync_.tree->tree_sum());  // BatchNorm's statistics, over the ranks
     host_reads.emplace();
   }
   Tensor loss;

@@ -88,6 +88,20 @@ Tensor TreeReducer::collect(nn::ChunkedGradients& cg) {
   return Tensor::from_vector({mean}, {});
 }
 
+nn::TreeSum TreeReducer::tree_sum() {
+  if (!comm_) return {};
+  return [comm = comm_](size_t leaves, nn::DoubleNodes nodes) {
+    ENGINE_CHECK(!nodes.empty(), "world-invariant step: rank ", comm->rank(),
+                 " holds no chunk of the batch");
+    const size_t width = nodes.front().second.size();
+    std::vector<comm::TreePartial> parts;
+    for (const auto& [node, v] : nodes) parts.push_back({node, v.data()});
+    std::vector<double> root(width);
+    comm->chunk_tree_all_reduce(leaves, parts, root.data(), width, DType::F64);
+    return root;
+  };
+}
+
 void TreeReducer::finish() {
   last_bytes_ = group_bytes_;
   group_bytes_ = 0;

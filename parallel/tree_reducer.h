@@ -27,6 +27,9 @@ class TreeReducer final : public comm::GradReducer {
   // from cg. Returns the global batch's mean loss (its tree-summed loss over its size), a CPU
   // scalar equal on every rank.
   Tensor collect(nn::ChunkedGradients& cg);
+  // What sums a step's per-chunk doubles (BatchNorm's statistics) over the ranks in the same
+  // tree (ChunkedGradients::set_tree_sum); empty for one process (it folds them itself).
+  nn::TreeSum tree_sum();
 
   void begin(int64_t step) override { (void)step; }
   void finish() override;

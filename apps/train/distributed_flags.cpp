@@ -61,8 +61,9 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
   f.add_switch("world-invariant", &c.world_invariant,
                "the same bits at every world size: one global data order (rank r takes its "
                "whole chunks of 16 images of each global batch; an epoch's last, short batch is "
-               "dropped), dropout by global position, gradients and losses summed over the "
-               "chunks in one fixed tree. CPU, fp32, models without BatchNorm");
+               "dropped), dropout by global position, gradients, losses and BatchNorm's "
+               "statistics (over the global batch, as --sync-bn) summed over the chunks in one "
+               "fixed tree. CPU, fp32");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -111,8 +112,6 @@ void validate_world_invariant(const TrainConfig& c) {
   ENGINE_CHECK(c.device != "cuda", "--world-invariant runs on the CPU for now (--device cpu)");
   ENGINE_CHECK(c.precision == "fp32",
                "--world-invariant runs in fp32 for now; --precision bf16 is not covered yet");
-  ENGINE_CHECK(c.model != "convnet" && !c.sync_bn,
-               "--world-invariant does not cover BatchNorm's statistics yet (convnet, --sync-bn)");
 }
 
 }  // namespace

@@ -264,8 +264,9 @@ void Trainer::distribute() {
                                                 device_, rank_, pos_.step);
   if (dp_) step_->replicate(*dp_);
   // As DDP (broadcast_buffers=True): rank 0's BatchNorm statistics go to every rank; under
-  // --sync-bn they are equal everywhere already.
-  if (comm_ && !c_.sync_bn) step_->broadcast_buffers(*comm_, model_->named_buffers());
+  // --sync-bn and --world-invariant they are equal everywhere already.
+  if (comm_ && !c_.sync_bn && !c_.world_invariant)
+    step_->broadcast_buffers(*comm_, model_->named_buffers());
   if (comm_ && rank_ == 0) print_world(cuda_path);
 }
 

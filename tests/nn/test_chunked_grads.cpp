@@ -3,7 +3,8 @@
 // on its share of one global batch (ranks as a loop, the thread count 1 or 2 by rank: the pool is
 // the process's), its nodes are gathered and folded in the tree, and the roots compared with
 // W = 1's. A control without the mode (each rank's mean gradient weighted by its share and summed,
-// what a ring all-reduce of DDP adds up) differs.
+// what a ring all-reduce of DDP adds up) differs. BatchNorm's statistics need the ranks together
+// (tests/parallel/test_world_invariant.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -165,12 +166,13 @@ TEST(ChunkedGrads, WithoutTheModeTheBitsDiffer) {
   expect_control_differs("net", 96);
 }
 
-TEST(ChunkedGrads, RefusesAShareOfPartChunksAndBatchNorm) {
+TEST(ChunkedGrads, RefusesAShareOfPartChunks) {
   const Batch batch = make_batch(32);
   Generator init(5), drop(9);
   auto m = nn::make_model("linear", {}, init, drop);
   nn::ChunkedGradients cg({kChunk, 96, 1});
   EXPECT_THROW(m->loss(m->forward(rows(batch.x, 0, 20)), rows(batch.y, 0, 20)).backward(), Error);
+  // BatchNorm's statistics need every chunk: one process holding chunk 1 alone has no tree.
   auto conv = nn::make_model("convnet", {}, init, drop);
   EXPECT_THROW(conv->forward(rows(batch.x, 0, 16)), Error);
 }

@@ -1,8 +1,9 @@
 // tests/parallel/test_world_invariant.cpp: the world-invariant step (parallel/tree_reducer.h with
 // parallel/train_step.h): W = 1 .. 4 ranks as threads over the in-memory transport, each stepping
-// on its chunks of the same global batches, end with the weights of one process bit for bit, for
-// every model without BatchNorm, SGD and Adam, and accumulation. A control with the bucketed
-// ring reducer differs (the test can fail), and a step that mixes the modes is refused.
+// on its chunks of the same global batches, end with the weights (and BatchNorm's running
+// statistics) of one process bit for bit, for every model, SGD and Adam, and accumulation. A
+// control with the bucketed ring reducer differs (the test can fail), and a step that mixes the
+// modes is refused.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -68,7 +69,13 @@ std::vector<float> train(const Job& run, comm::Communicator* comm, int world, in
     EXPECT_TRUE(took);
   }
   EXPECT_EQ(step.steps(), run.steps);
-  return testing::flat_params(*model);
+  std::vector<float> out = testing::flat_params(*model);
+  for (const auto& [name, b] : model->named_buffers())  // BatchNorm's running statistics
+    if (b.dtype() == DType::F32) {
+      const std::vector<float> v = b.to_vector();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+  return out;
 }
 
 std::vector<std::vector<float>> train_world(const Job& run, int world) {
@@ -105,6 +112,13 @@ TEST(WorldInvariant, NetAndSimpleCnnWithDropout) {
   r.model = "net";
   expect_same_bits(r);
   r.model = "simplecnn";
+  r.steps = 2;
+  expect_same_bits(r);
+}
+
+TEST(WorldInvariant, ConvNetsBatchNormOverTheGlobalBatch) {
+  Job r;
+  r.model = "convnet";
   r.steps = 2;
   expect_same_bits(r);
 }
