@@ -90,10 +90,17 @@ Synchronisation make_synchronisation(comm::Communicator* comm, nn::NamedTensors 
                                      std::unique_ptr<nn::Optimizer> opt) {
   Synchronisation s;
   if (r.kind == ReducerKind::Tree) {
-    auto tree = std::make_unique<TreeReducer>(comm, std::move(params));
+    auto tree = std::make_unique<TreeReducer>(comm, params);
+    if (r.tree_zero1 && comm) {  // one process: nothing to shard
+      auto zero = std::make_unique<Zero1>(*comm, std::move(params), r.bucket_bytes, o, opt->state(),
+                                          opt->steps());
+      tree->then([z = zero.get()] { z->take_shards(); }, zero->all_gather_bytes());
+      s.optimizer = std::move(zero);
+    } else {
+      s.optimizer = std::make_unique<Unsharded>(std::move(opt));
+    }
     s.tree = tree.get();
     s.reducer = std::move(tree);
-    s.optimizer = std::make_unique<Unsharded>(std::move(opt));
   } else if (!comm) {
     s.optimizer = std::make_unique<Unsharded>(std::move(opt));
     s.reducer = std::make_unique<LocalReducer>();

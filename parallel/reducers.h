@@ -29,6 +29,7 @@ struct ReducerOptions {
   int powersgd_rank = 1;                   // PowerSGD's R
   int64_t powersgd_start = 100;            // optimizer steps averaged before PowerSGD starts
   uint64_t seed = 0;                       // PowerSGD's first Q, equal on every rank
+  bool tree_zero1 = false;  // Tree: the optimizer ZeRO-1's, over shards of the tree's sums
 };
 
 enum class OptimizerKind { Sgd, Adam };

@@ -102,9 +102,15 @@ nn::TreeSum TreeReducer::tree_sum() {
   };
 }
 
+void TreeReducer::then(std::function<void()> after, int64_t after_bytes) {
+  after_ = std::move(after);
+  after_bytes_ = after_bytes;
+}
+
 void TreeReducer::finish() {
-  last_bytes_ = group_bytes_;
+  last_bytes_ = group_bytes_ + after_bytes_;
   group_bytes_ = 0;
+  if (after_) after_();
 }
 
 int64_t TreeReducer::bytes_per_step(int64_t step) const {

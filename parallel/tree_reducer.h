@@ -7,6 +7,7 @@
 // micro-batch: under accumulation each micro-batch's root is added into .grad in batch order.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "comm/communicator.h"
@@ -30,6 +31,9 @@ class TreeReducer final : public comm::GradReducer {
   // What sums a step's per-chunk doubles (BatchNorm's statistics) over the ranks in the same
   // tree (ChunkedGradients::set_tree_sum); empty for one process (it folds them itself).
   nn::TreeSum tree_sum();
+  // What finish() does once the group's sums are in .grad (ZeRO-1: cut this rank's shards), and
+  // the bytes the optimizer's step then sends (its all_gather), counted in bytes_per_step.
+  void then(std::function<void()> after, int64_t after_bytes);
 
   void begin(int64_t step) override { (void)step; }
   void finish() override;
@@ -42,6 +46,8 @@ class TreeReducer final : public comm::GradReducer {
   nn::NamedTensors params_;
   size_t count_ = 1;  // floats per node: every parameter's, then the loss
   int64_t group_bytes_ = 0, last_bytes_ = 0;
+  std::function<void()> after_;
+  int64_t after_bytes_ = 0;
 };
 
 // The bytes a rank holding `nodes` tree nodes sends in one chunk_tree_all_reduce of `count`

@@ -101,18 +101,34 @@ nn::NamedTensors Zero1::checked() const {
   return out;
 }
 
+void Zero1::pack_grads(Bucket& b) const {
+  b.flat.fill_(0.0f);  // the padding, and parameters without a gradient this step
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    const Tensor& g = params_[b.params[j]].second.grad();
+    if (g.defined()) b.flat.flat_slice(b.offset[j], g.numel()).copy_from(g);
+  }
+}
+
 void Zero1::reduce_scatter() {
   for (const auto& b : buckets_) {
     trace::Scope ts("reduce_scatter", "comm");
     ts.arg("bytes", b->flat.nbytes());
-    b->flat.fill_(0.0f);  // the padding, and parameters without a gradient this step
-    for (size_t j = 0; j < b->params.size(); ++j) {
-      const Tensor& g = params_[b->params[j]].second.grad();
-      if (g.defined()) b->flat.flat_slice(b->offset[j], g.numel()).copy_from(g);
-    }
+    pack_grads(*b);
     comm_.reduce_scatter(b->flat, b->shard_grad, comm::ReduceOp::Avg);
     b->shard_param.set_grad(b->shard_grad);
   }
+}
+
+void Zero1::take_shards() {
+  for (const auto& b : buckets_) {
+    pack_grads(*b);
+    b->shard_grad.copy_from(b->flat.flat_slice(comm_.rank() * b->shard, b->shard));
+    b->shard_param.set_grad(b->shard_grad);
+  }
+}
+
+int64_t Zero1::all_gather_bytes() const {
+  return bytes_per_step() / 2;
 }
 
 void Zero1::step() {

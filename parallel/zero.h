@@ -39,6 +39,10 @@ class Zero1 : public StepOptimizer {
   // or none: zeros) into this rank's shards, averaged.
   std::unique_ptr<comm::GradReducer> make_reducer();
   void reduce_scatter();
+  // Where the gradients are already summed on every rank (the world-invariant mode's tree):
+  // this rank's shards cut from them, no collective. all_gather_bytes: what step() then sends.
+  void take_shards();
+  int64_t all_gather_bytes() const;
   // The optimizer side: steps the shards and all_gathers them into every parameter; afterwards
   // the parameters are equal on every rank. A step the verdict refused is simply not called
   // (every rank answers alike: the guard agrees through verdict_comm()).
@@ -60,6 +64,7 @@ class Zero1 : public StepOptimizer {
  private:
   struct Bucket;
   void pack_params(Bucket& b) const;
+  void pack_grads(Bucket& b) const;
   nn::NamedTensors shard_state(const nn::NamedTensors& full_state) const;
 
   comm::Communicator& comm_;

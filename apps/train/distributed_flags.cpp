@@ -104,7 +104,6 @@ void validate_world_invariant(const TrainConfig& c) {
   const char* const what = "--world-invariant sums the gradients over its fixed chunk tree";
   ENGINE_CHECK(c.grad_compression == "none", "--world-invariant and --grad-compression ",
                c.grad_compression, ": compressed gradients differ with the world size");
-  ENGINE_CHECK(c.zero == 0, what, "; --zero 1's shards are not summed that way yet");
   ENGINE_CHECK(c.sync == "bucketed", what, ": --sync ", c.sync, " does not apply");
   ENGINE_CHECK(c.mode == "ddp", "--world-invariant runs one process per rank (--mode ddp)");
   ENGINE_CHECK(c.backend == "ring", what, " over our ring's transports; --backend ", c.backend,

@@ -22,6 +22,7 @@ parallel::ReducerOptions reducer_options(const TrainConfig& c) {
   r.powersgd_rank = static_cast<int>(powersgd_rank(c));
   r.powersgd_start = c.powersgd_start;
   r.seed = static_cast<uint64_t>(c.seed);
+  r.tree_zero1 = c.world_invariant && c.zero == 1;
   if (c.world_invariant)
     r.kind = K::Tree;
   else if (r.powersgd_rank > 0)

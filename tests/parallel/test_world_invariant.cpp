@@ -1,7 +1,7 @@
 // tests/parallel/test_world_invariant.cpp: the world-invariant step (parallel/tree_reducer.h with
 // parallel/train_step.h): W = 1 .. 4 ranks as threads over the in-memory transport, each stepping
 // on its chunks of the same global batches, end with the weights (and BatchNorm's running
-// statistics) of one process bit for bit, for every model, SGD and Adam, and accumulation. A
+// statistics) of one process bit for bit, for every model, SGD and Adam, accumulation and ZeRO-1. A
 // control with the bucketed ring reducer differs (the test can fail), and a step that mixes the
 // modes is refused.
 #include <gtest/gtest.h>
@@ -28,6 +28,7 @@ struct Job {
   int64_t accumulate = 1;
   OptimizerKind optimizer = OptimizerKind::Sgd;
   ReducerKind reducer = ReducerKind::Tree;
+  bool zero1 = false;  // ZeRO-1's sharded optimizer over the tree's sums
 };
 
 // Rows [begin, begin + count) of global batch b as this rank's batch.
@@ -48,6 +49,8 @@ std::vector<float> train(const Job& run, comm::Communicator* comm, int world, in
   auto model = nn::make_model(run.model, {}, init, dropout);
   ReducerOptions ro;
   ro.kind = run.reducer;
+  ro.tree_zero1 = run.zero1;
+  ro.bucket_bytes = 4096;  // several buckets
   OptimizerOptions oo;
   oo.kind = run.optimizer;
   auto opt = make_optimizer(oo, model->named_parameters());
@@ -128,6 +131,13 @@ TEST(WorldInvariant, AdamAndAccumulation) {
   r.optimizer = OptimizerKind::Adam;
   r.accumulate = 2;
   r.steps = 2;
+  expect_same_bits(r);
+}
+
+TEST(WorldInvariant, ZeroOneShardsTheTreesSums) {
+  Job r;
+  r.zero1 = true;
+  r.optimizer = OptimizerKind::Adam;
   expect_same_bits(r);
 }
 
