@@ -81,6 +81,23 @@ INSTANTIATE_TEST_SUITE_P(Train, MpirunLikeOne,
                            return s;
                          });
 
+// --world-invariant under plain mpirun with --backend mpi: the same bytes as one process (the
+// chunk tree on the engine's own transport, every other collective through MPI).
+TEST_F(Mpirun, WorldInvariantWithBackendMpiSavesOneProcesssBytes) {
+  SKIP_WITHOUT_MPI();
+  const std::string wi =
+      " --model linear --world-invariant --batch-size 96 --steps 8 --epochs 2 "
+      "--threads 1 --timeout 60 --data-dir " +
+      data_;
+  RunResult one = run(kTrain + wi + " --save " + path("one.safetensors"));
+  ASSERT_EQ(one.code, 0) << one.output;
+  RunResult three = run(mpirun_command(3) + " " + kTrain + wi + " --backend mpi --save " +
+                        path("mpi.safetensors"));
+  ASSERT_EQ(three.code, 0) << three.output;
+  EXPECT_NE(three.output.find("World 3: mpi (Open MPI"), std::string::npos) << three.output;
+  expect_same_bits(path("one.safetensors"), path("mpi.safetensors"));
+}
+
 TEST_F(Mpirun, AStoppedRankEndsTheJobAtTheTimeoutNamingTheMpiCall) {
   SKIP_WITHOUT_MPI();
   // Rank 1 is stopped (SIGSTOP) once rank 0 has trained a few batches; rank 0 then waits in
