@@ -16,8 +16,10 @@
 // accumulator (its chunks would come twice).
 //   - BatchNorm2d in training normalises over the global batch (nn/sync_batch_norm.h): each
 //     chunk's sums go through tree_sum(), and gamma's and beta's gradients into the tree.
-// Input gradients and forwards need nothing: the fp32 kernels are batch invariant. Not covered:
-// bf16 matmul precision, refused with one line; the loss and BatchNorm run on the CPU only. Without
+//   - under bf16 matmul precision, linear and conv2d take the batch-invariant bf16 schedules
+//     (kernels/cpu/bf16_ops.h), on the CPU only (refused with one line on a GPU).
+// Input gradients and forwards need nothing more: the fp32 kernels are batch invariant. The loss
+// and BatchNorm run on the CPU only. Without
 // a ChunkedGradients (the default) the ops run as before, bit for bit.
 #pragma once
 #include <cstdint>

@@ -86,11 +86,18 @@ using detail::needs;
 using detail::record;
 
 // The chunked mode of the calling thread (nn/chunked.h), checked for what it does not cover.
-ChunkedGradients* chunked_mode(const char* op) {
+ChunkedGradients* chunked_mode(const char* op, Device dev) {
   ChunkedGradients* cg = ChunkedGradients::current();
-  ENGINE_CHECK(!cg || matmul_precision() != Precision::BF16, op,
-               ": chunked gradients (world-invariant) run in fp32 only, matmul precision is bf16");
+  ENGINE_CHECK(!cg || matmul_precision() != Precision::BF16 || dev.is_cpu(), op,
+               ": chunked gradients (world-invariant) in bf16 run on the CPU only");
   return cg;
+}
+
+// The CPU's bf16 kernel for a pass: under the chunked mode its batch-invariant schedule (the
+// GEMM at every N), else the default (faster for small products).
+template <class F>
+F* bf16_cpu(const ChunkedGradients* cg, F* invariant, F* plain) {
+  return cg ? invariant : plain;
 }
 
 // A backward recorded under the mode runs inside that same scope (its accumulators live there).
@@ -101,15 +108,16 @@ void check_scope(const char* op, const ChunkedGradients* cg) {
 
 // linear's weight and bias gradients, each chunk of the share alone (beta 0), into the tree.
 void linear_chunk_grads(ChunkedGradients& cg, const Tensor& x, const Tensor& w, const Tensor& b,
-                        const Tensor& dy, const kernels::LinearShape& s, Device dev) {
+                        const Tensor& dy, const kernels::LinearShape& s, Device dev, bool bf16) {
   check_scope("linear", &cg);
   for (const LocalChunk& c : cg.local_chunks("linear", s.n)) {
     const kernels::LinearShape cs{c.count, s.in, s.out};
     const float* cdy = f(dy) + c.begin * s.out;
     if (needs(w)) {
       Tensor dw = Tensor::empty(w.shape(), DType::F32, dev);
-      call(dev, kc::linear_backward_weight, kg::linear_backward_weight, cdy, f(x) + c.begin * s.in,
-           f(dw), cs, 0.0f);
+      call(dev, pick(bf16, kc::linear_backward_weight_bf16, kc::linear_backward_weight),
+           pick(bf16, kg::linear_backward_weight_bf16, kg::linear_backward_weight), cdy,
+           f(x) + c.begin * s.in, f(dw), cs, 0.0f);
       cg.push(w, c.global, std::move(dw));
     }
     if (needs(b)) {
@@ -131,18 +139,24 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   kernels::LinearShape s{x.size(0), w.size(1), w.size(0)};
   Tensor y = Tensor::empty({s.n, s.out}, DType::F32, dev);
   const bool bf16 = runs_in_bf16(s);  // the backward's too
-  ChunkedGradients* cg = chunked_mode("linear");
-  call(dev, pick(bf16, kc::linear_forward_bf16, kc::linear_forward),
+  ChunkedGradients* cg = chunked_mode("linear", dev);
+  call(dev,
+       pick(bf16, bf16_cpu(cg, kc::linear_forward_bf16_invariant, kc::linear_forward_bf16),
+            kc::linear_forward),
        pick(bf16, kg::linear_forward_bf16, kg::linear_forward), f(x), f(w), f(b), f(y), s);
   record(y, "LinearBackward", {x, w, b}, [x, w, b, s, dev, bf16, cg](const Tensor& dy) {
     check_grad("linear", dy, dev);
     Tensor dx, dw, db;
-    if (cg) linear_chunk_grads(*cg, x, w, b, dy, s, dev);
+    if (cg) linear_chunk_grads(*cg, x, w, b, dy, s, dev, bf16);
     if (needs(x)) {
       dx = Tensor::empty(x.shape(), DType::F32, dev);
-      call(dev, pick(bf16, kc::linear_backward_data_bf16, kc::linear_backward_data),
-           pick(bf16, kg::linear_backward_data_bf16, kg::linear_backward_data), f(dy), f(w), f(dx),
-           s);
+      call(
+          dev,
+          pick(bf16,
+               bf16_cpu(cg, kc::linear_backward_data_bf16_invariant, kc::linear_backward_data_bf16),
+               kc::linear_backward_data),
+          pick(bf16, kg::linear_backward_data_bf16, kg::linear_backward_data), f(dy), f(w), f(dx),
+          s);
     }
     if (needs(w) && !cg) {
       dw = Tensor::empty(w.shape(), DType::F32, dev);
@@ -177,7 +191,7 @@ kernels::Conv2dShape conv_shape(const char* op, const Tensor& x, const Tensor& w
 
 // conv2d's weight and bias gradients, each chunk of the share alone (beta 0), into the tree.
 void conv2d_chunk_grads(ChunkedGradients& cg, const Tensor& x, const Tensor& w, const Tensor& b,
-                        const Tensor& dy, const kernels::Conv2dShape& s, Device dev) {
+                        const Tensor& dy, const kernels::Conv2dShape& s, Device dev, bool bf16) {
   using WeightFn =
       void(const float*, const float*, float*, float*, const kernels::Conv2dShape&, float);
   WeightFn* cpu_weight = kc::conv2d_backward_weight;  // the overload without a workspace
@@ -190,7 +204,9 @@ void conv2d_chunk_grads(ChunkedGradients& cg, const Tensor& x, const Tensor& w, 
     Tensor dw = needs(w) ? Tensor::empty(w.shape(), DType::F32, dev) : Tensor();
     Tensor db = needs(b) ? Tensor::empty(b.shape(), DType::F32, dev) : Tensor();
     if (needs(w))  // the bias gradient fused, as in the default path
-      call(dev, cpu_weight, kg::conv2d_backward_weight, cx, cdy, f(dw), f(db), cs, 0.0f);
+      call(dev, pick<WeightFn>(bf16, kc::conv2d_backward_weight_bf16, cpu_weight),
+           pick(bf16, kg::conv2d_backward_weight_bf16, kg::conv2d_backward_weight), cx, cdy, f(dw),
+           f(db), cs, 0.0f);
     else if (needs(b))
       call(dev, kc::conv2d_backward_bias, kg::conv2d_backward_bias, cdy, f(db), cs, 0.0f);
     if (needs(w)) cg.push(w, c.global, std::move(dw));
@@ -206,12 +222,16 @@ std::vector<Tensor> conv2d_grads(const Tensor& x, const Tensor& w, const Tensor&
   Tensor dx, dw, db;
   if (needs(x)) {
     dx = Tensor::empty(x.shape(), DType::F32, dev);
-    call(dev, pick(bf16, kc::conv2d_backward_input_bf16, kc::conv2d_backward_input),
-         pick(bf16, kg::conv2d_backward_input_bf16, kg::conv2d_backward_input), f(dy), f(w), f(dx),
-         s);
+    call(
+        dev,
+        pick(bf16,
+             bf16_cpu(cg, kc::conv2d_backward_input_bf16_invariant, kc::conv2d_backward_input_bf16),
+             kc::conv2d_backward_input),
+        pick(bf16, kg::conv2d_backward_input_bf16, kg::conv2d_backward_input), f(dy), f(w), f(dx),
+        s);
   }
   if (cg) {
-    conv2d_chunk_grads(*cg, x, w, b, dy, s, dev);
+    conv2d_chunk_grads(*cg, x, w, b, dy, s, dev, bf16);
     return std::vector<Tensor>{dx, dw, db};
   }
   if (needs(b)) db = Tensor::empty(b.shape(), DType::F32, dev);
@@ -234,8 +254,10 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
   Tensor y = Tensor::empty({s.n, s.c_out, s.oh(), s.ow()}, DType::F32, dev);
   // Workspaces come from the device's allocator cache inside the kernels.
   const bool bf16 = runs_in_bf16(s);  // the backward's too
-  ChunkedGradients* cg = chunked_mode("conv2d");
-  call(dev, pick(bf16, kc::conv2d_forward_bf16, kc::conv2d_forward),
+  ChunkedGradients* cg = chunked_mode("conv2d", dev);
+  call(dev,
+       pick(bf16, bf16_cpu(cg, kc::conv2d_forward_bf16_invariant, kc::conv2d_forward_bf16),
+            kc::conv2d_forward),
        pick(bf16, kg::conv2d_forward_bf16, kg::conv2d_forward), f(x), f(w), f(b), f(y), s);
   record(y, "Conv2dBackward", {x, w, b}, [x, w, b, s, dev, bf16, cg](const Tensor& dy) {
     check_grad("conv2d", dy, dev);
@@ -306,7 +328,7 @@ Tensor conv2d_pool(const Tensor& x, const Tensor& w, const Tensor& b, int stride
   kc::conv2d_pool_forward(f(x), f(w), f(b), f(y), arg.data<int32_t>(), s, ps, relu);
   record(y, "Conv2dPoolBackward", {x, w, b},
          [op, x, w, b, y = y.detach(), arg, s, ps, relu, dev,
-          cg = chunked_mode(op)](const Tensor& dy) {
+          cg = chunked_mode(op, dev)](const Tensor& dy) {
            check_grad(op, dy, dev);
            return conv2d_grads(x, w, b, pool_grad(dy, y, arg, ps, relu, dev), s, dev, false, cg);
          });

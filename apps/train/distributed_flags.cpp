@@ -63,7 +63,7 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
                "whole chunks of 16 images of each global batch; an epoch's last, short batch is "
                "dropped), dropout by global position, gradients, losses and BatchNorm's "
                "statistics (over the global batch, as --sync-bn) summed over the chunks in one "
-               "fixed tree. CPU, fp32");
+               "fixed tree. CPU only");
 }
 
 int64_t powersgd_rank(const TrainConfig& c) {
@@ -108,8 +108,6 @@ void validate_world_invariant(const TrainConfig& c) {
   ENGINE_CHECK(c.mode == "ddp", "--world-invariant runs one process per rank (--mode ddp)");
   ENGINE_CHECK(c.backend != "nccl", what, " on the CPU; --backend nccl reduces CUDA tensors");
   ENGINE_CHECK(c.device != "cuda", "--world-invariant runs on the CPU for now (--device cpu)");
-  ENGINE_CHECK(c.precision == "fp32",
-               "--world-invariant runs in fp32 for now; --precision bf16 is not covered yet");
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ TEST_F(WorldInvariant, AMidEpochCheckpointAtThreeRanksResumesAtTwo) {
 TEST_F(WorldInvariant, WhatItDoesNotCoverIsRefused) {
   for (const std::string& bad :
        {std::string(" --sharding partition"), std::string(" --grad-compression bf16"),
-        std::string(" --sync allreduce"), std::string(" --precision bf16")}) {
+        std::string(" --sync allreduce"), std::string(" --mode dp --dp-devices cpu,cpu")}) {
     RunResult r = train(1, bad);
     EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
     EXPECT_NE(r.output.find("--world-invariant"), std::string::npos) << r.output;

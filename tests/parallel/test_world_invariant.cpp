@@ -1,9 +1,9 @@
 // tests/parallel/test_world_invariant.cpp: the world-invariant step (parallel/tree_reducer.h with
 // parallel/train_step.h): W = 1 .. 4 ranks as threads over the in-memory transport, each stepping
 // on its chunks of the same global batches, end with the weights (and BatchNorm's running
-// statistics) of one process bit for bit, for every model, SGD and Adam, accumulation and ZeRO-1. A
-// control with the bucketed ring reducer differs (the test can fail), and a step that mixes the
-// modes is refused.
+// statistics) of one process bit for bit, for every model, SGD and Adam, accumulation, ZeRO-1 and
+// bf16 precision. A control with the bucketed ring reducer differs (the test can fail), and a step
+// that mixes the modes is refused.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -12,6 +12,8 @@
 
 #include "core/chunk_tree.h"
 #include "core/error.h"
+#include "kernels/cpu/cpu_features.h"
+#include "nn/precision.h"
 #include "parallel/train_step.h"
 #include "parallel/tree_reducer.h"
 #include "tests/parallel/parallel_test_util.h"
@@ -139,6 +141,17 @@ TEST(WorldInvariant, ZeroOneShardsTheTreesSums) {
   r.zero1 = true;
   r.optimizer = OptimizerKind::Adam;
   expect_same_bits(r);
+}
+
+TEST(WorldInvariant, Bf16PrecisionOnTheBatchInvariantSchedules) {
+  if (!kernels::cpu::has_avx512_bf16()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  nn::set_matmul_precision(nn::Precision::BF16);  // process-wide: back to fp32 below
+  Job r;
+  r.model = "net";  // fc1 (320 -> 50) and conv2 in bf16
+  const std::vector<float> in_bf16 = train_world(r, 1)[0];
+  expect_same_bits(r);
+  nn::set_matmul_precision(nn::Precision::F32);
+  EXPECT_NE(train_world(r, 1)[0], in_bf16) << "bf16 changed nothing";
 }
 
 TEST(WorldInvariant, TheRingReducerGivesOtherBits) {
