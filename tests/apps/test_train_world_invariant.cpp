@@ -1,7 +1,8 @@
 // tests/apps/test_train_world_invariant.cpp: `train --world-invariant` end to end: the same weights
-// (byte for byte) and the same epoch and test lines at 1, 2 and 3 ranks, across an epoch's end
-// and with dropout, and convnet's BatchNorm; a checkpoint written mid-epoch at 3 ranks resumed at 2
-// ends on one process's bytes; what the mode does not cover is refused with one line.
+// (byte for byte) and the same epoch and test lines at 1, 2, 3 ranks (shm) and 4 (TCP), across an
+// epoch's end and with dropout, and with convnet's BatchNorm; a checkpoint written mid-epoch at 3
+// ranks resumed at 2 ends on one process's bytes; what the mode does not cover is refused with
+// one line.
 #include <sstream>
 #include <string>
 #include <vector>
@@ -41,14 +42,14 @@ class WorldInvariant : public TrainTest {
   }
 };
 
-TEST_F(WorldInvariant, SameBytesAndLinesAtOneTwoAndThreeRanks) {
+TEST_F(WorldInvariant, SameBytesAndLinesAtOneToFourRanks) {
   RunResult one = train(1, " --save " + path("w1.st"));
   ASSERT_EQ(one.code, 0) << one.output;
   const std::vector<std::string> want = figures(one.output);
   ASSERT_EQ(want.size(), 4u) << one.output;  // two epochs, each its epoch and test line
-  for (int w : {2, 3}) {
+  for (int w : {2, 3, 4}) {
     const std::string save = path("w" + std::to_string(w) + ".st");
-    RunResult r = train(w, " --save " + save);
+    RunResult r = train(w, " --save " + save + (w == 4 ? " --transport tcp" : ""));
     ASSERT_EQ(r.code, 0) << r.output;
     expect_same_bits(path("w1.st"), save);
     EXPECT_EQ(figures(r.output), want) << "W " << w;

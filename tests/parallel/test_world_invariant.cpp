@@ -31,6 +31,7 @@ struct Job {
   OptimizerKind optimizer = OptimizerKind::Sgd;
   ReducerKind reducer = ReducerKind::Tree;
   bool zero1 = false;  // ZeRO-1's sharded optimizer over the tree's sums
+  bool swap = false;   // the last rank swaps its first two images: another order, other bits
 };
 
 // Rows [begin, begin + count) of global batch b as this rank's batch.
@@ -42,6 +43,19 @@ data::DeviceBatch share(const data::DeviceBatch& b, int64_t begin, int64_t count
   s.labels = Tensor::from_vector_i64({labels.begin() + begin, labels.begin() + begin + count},
                                      {count}, Device::cpu());
   s.size = count;
+  return s;
+}
+
+// b with its first two images (and labels) swapped.
+data::DeviceBatch swapped(const data::DeviceBatch& b) {
+  const int64_t per = b.images.numel() / b.images.size(0);
+  std::vector<float> px = b.images.to_vector();
+  std::swap_ranges(px.begin(), px.begin() + per, px.begin() + per);
+  std::vector<int64_t> labels = b.labels.to_vector_i64();
+  std::swap(labels[0], labels[1]);
+  data::DeviceBatch s = b;
+  s.images = Tensor::from_vector(px, b.images.shape(), Device::cpu());
+  s.labels = Tensor::from_vector_i64(labels, b.labels.shape(), Device::cpu());
   return s;
 }
 
@@ -70,7 +84,9 @@ std::vector<float> train(const Job& run, comm::Communicator* comm, int world, in
       m.chunks = nn::ChunkPlan{kChunk, run.batch, static_cast<int64_t>(mine.begin)};
     bool took = false;
     const data::DeviceBatch global = testing::batch(0, static_cast<int>(i), run.batch);
-    step.run(share(global, first, count), m, &took);
+    data::DeviceBatch mine_batch = share(global, first, count);
+    if (run.swap && r == world - 1) mine_batch = swapped(mine_batch);
+    step.run(mine_batch, m, &took);
     EXPECT_TRUE(took);
   }
   EXPECT_EQ(step.steps(), run.steps);
@@ -161,6 +177,14 @@ TEST(WorldInvariant, TheRingReducerGivesOtherBits) {
   bool differs = false;
   for (int world = 2; world <= 4; ++world) differs = differs || train_world(r, world)[0] != one;
   EXPECT_TRUE(differs);
+}
+
+// Two images of one chunk trade places (the same set, another order): the comparison sees it.
+TEST(WorldInvariant, AChangedOrderIsCaught) {
+  Job r;
+  const std::vector<float> one = train_world(r, 1)[0];
+  r.swap = true;
+  for (int world = 2; world <= 4; ++world) EXPECT_NE(train_world(r, world)[0], one) << world;
 }
 
 TEST(WorldInvariant, ABatchWithoutAPlanIsRefused) {
