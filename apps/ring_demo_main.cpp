@@ -9,6 +9,7 @@
 
 #include "apps/program.h"
 #include "apps/ring_demo/algo_run.h"
+#include "apps/ring_demo/chunk_tree_demo.h"
 #include "apps/ring_demo/compare.h"
 #include "apps/ring_demo/draw.h"
 #include "apps/ring_demo/report.h"
@@ -20,6 +21,7 @@ namespace {
 const char kUsage[] =
     "usage: ring_demo [--world-size W] [--count N] [--op sum|avg|max] [--segment N]\n"
     "                 [--values v0,v1,...] [--svg FILE] [--html FILE] [--algo ring|rd|rh|tree]\n"
+    "       ring_demo --algo chunk-tree [--world-size W] [--chunks C] [--count N] [--values ...]\n"
     "       ring_demo --compare [--bytes B | --count N] [--alpha-us A] [--beta-gbs G]\n"
     "\n"
     "Runs the real ring all-reduce of comm/ (the one data-parallel training uses) with W ranks as\n"
@@ -32,7 +34,10 @@ const char kUsage[] =
     "all ranks. All-gather, W-1 more steps: the completed chunks travel once round the ring. Each\n"
     "rank sends 2(W-1)/W of its buffer in all, whatever W is: the least any all-reduce can send.\n"
     "--algo rd|rh|tree shows the other all-reduce algorithms of comm/ the same way, round by\n"
-    "round; --compare also runs every algorithm for real beside its cost model.\n"
+    "round; --compare also runs every algorithm for real beside its cost model. --algo\n"
+    "chunk-tree shows the sum train --world-invariant runs: over a fixed tree whose leaves are "
+    "the\n"
+    "C chunks of a batch, not the ranks, so its bits are the same at every W; beside the ring's.\n"
     "\n"
     "Exit status: 0 when every rank's result equals the direct computation, 1 when not or when\n"
     "the run failed, 2 for bad flags.\n"
@@ -41,6 +46,7 @@ const char kUsage[] =
     "          ring_demo --world-size 3 --count 7 --op max --svg ring.svg --html ring.html\n"
     "          ring_demo --world-size 2 --count 2 --values 1,2,10,20\n"
     "          ring_demo --world-size 5 --count 10 --algo rh --svg rh.svg\n"
+    "          ring_demo --algo chunk-tree --world-size 3 --chunks 6 --count 4\n"
     "          ring_demo --compare --bytes 100000000";
 
 std::vector<float> parse_values(const std::string& text) {
@@ -73,6 +79,45 @@ int watch_algo(const engine::ring_demo::Config& cfg, engine::comm::Algo algo,
   return ok ? 0 : 1;
 }
 
+// --algo chunk-tree: its report; 0 when the tree's result equals one process's bit for bit.
+int watch_chunk_tree(const engine::apps::Flags& flags, int64_t world, int64_t chunks, int64_t count,
+                     const std::string& values) {
+  using namespace engine;
+  for (const char* f : {"svg", "html", "segment", "op"})
+    ENGINE_USAGE_CHECK(!flags.given(f), "--", f, " does not apply to --algo chunk-tree (a sum, ",
+                       "shown as text)");
+  ring_demo::TreeConfig c;
+  ENGINE_USAGE_CHECK(
+      world >= 1 && world <= 64 && chunks >= 1 && chunks <= 64 && count >= 1 && count <= 64,
+      "--algo chunk-tree wants --world-size, --chunks and --count in 1..64");
+  c.world = static_cast<int>(world);
+  c.chunks = static_cast<size_t>(chunks);
+  c.count = static_cast<size_t>(count);
+  if (!values.empty()) {
+    c.values = parse_values(values);
+    if (!flags.given("count")) c.count = c.values.size() / c.chunks;
+  }
+  apps::as_usage_error([&] { ring_demo::check_tree_config(c); });
+  bool same = false;
+  std::fputs(ring_demo::chunk_tree_demo(c, &same).c_str(), stdout);
+  return same ? 0 : 1;
+}
+
+// --compare: the cost models, then every algorithm measured.
+int print_compare(double bytes, double alpha_us, double beta_gbs) {
+  using namespace engine;
+  ring_demo::CompareModel m;
+  m.bytes = bytes;
+  m.alpha_s = alpha_us * 1e-6;
+  m.beta_Bps = beta_gbs * 1e9;
+  ENGINE_USAGE_CHECK(m.bytes > 0 && m.alpha_s >= 0 && m.beta_Bps > 0,
+                     "--compare wants --bytes > 0, --alpha-us >= 0 and --beta-gbs > 0");
+  std::fputs(ring_demo::compare_table(m).c_str(), stdout);
+  std::fflush(stdout);
+  std::fputs(ring_demo::measured_compare().c_str(), stdout);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   using namespace engine;
   apps::Flags flags(kUsage);
@@ -89,9 +134,12 @@ int run(int argc, char** argv) {
             "W*N comma-separated inputs, rank 0's first (N taken from it without --count)");
   flags.add("svg", &svg, "write the steps as one SVG picture to FILE");
   flags.add("html", &html, "write a page stepping through the frames to FILE");
-  flags.add_choice("algo", &algo, {"ring", "rd", "rh", "tree"},
+  int64_t chunks = 6;
+  flags.add_choice("algo", &algo, {"ring", "rd", "rh", "tree", "chunk-tree"},
                    "the all-reduce to watch: ring, rd (recursive doubling), rh (Rabenseifner's "
-                   "halving-doubling), tree (binomial reduce, then broadcast)");
+                   "halving-doubling), tree (binomial reduce, then broadcast), chunk-tree (the "
+                   "fixed tree over a batch's chunks of --world-invariant, text only)");
+  flags.add("chunks", &chunks, "--algo chunk-tree: the batch's chunks, the tree's leaves (1..64)");
   flags.add_switch("compare", &compare,
                    "print the cost model of ring vs reduce+broadcast vs all-to-all, then run "
                    "every all-reduce algorithm for real beside its model");
@@ -101,18 +149,13 @@ int run(int argc, char** argv) {
   if (!flags.parse(argc, argv)) return 0;
   ENGINE_USAGE_CHECK(flags.rest().empty(), "unexpected argument '", flags.rest()[0], "'");
 
-  if (compare) {
-    ring_demo::CompareModel m;
-    m.bytes = flags.given("count") ? 4.0 * static_cast<double>(count) : bytes;
-    m.alpha_s = alpha_us * 1e-6;
-    m.beta_Bps = beta_gbs * 1e9;
-    ENGINE_USAGE_CHECK(m.bytes > 0 && m.alpha_s >= 0 && m.beta_Bps > 0,
-                       "--compare wants --bytes > 0, --alpha-us >= 0 and --beta-gbs > 0");
-    std::fputs(ring_demo::compare_table(m).c_str(), stdout);
-    std::fflush(stdout);
-    std::fputs(ring_demo::measured_compare().c_str(), stdout);
-    return 0;
-  }
+  if (compare)
+    return print_compare(flags.given("count") ? 4.0 * static_cast<double>(count) : bytes, alpha_us,
+                         beta_gbs);
+
+  ENGINE_USAGE_CHECK(algo == "chunk-tree" || !flags.given("chunks"),
+                     "--chunks applies to --algo chunk-tree only");
+  if (algo == "chunk-tree") return watch_chunk_tree(flags, world, chunks, count, values);
 
   ring_demo::Config cfg;
   ENGINE_USAGE_CHECK(world >= 1 && world <= ring_demo::kMaxWorld, "--world-size must be 1..",

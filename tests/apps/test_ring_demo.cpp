@@ -2,8 +2,8 @@
 // the direct computation for W = 1..8 and awkward counts, every op; its steps are deterministic;
 // its SVG and HTML are well-formed (libxml2, tests/common/xml_check.h); the page's first frame fits
 // a 1280 x 800 window and its keys do not scroll it, and the texts of the --algo pictures do not
-// overlap (headless Chromium); --compare prints a row
-// per world size; bad flags exit 2.
+// overlap (headless Chromium); --compare prints a row per world size; --algo chunk-tree equals one
+// process bit for bit at every world size while the ring's way does not; bad flags exit 2.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -473,6 +473,34 @@ TEST_F(RingDemo, BadFlagsGiveAClearErrorAndStatus2) {
   for (const char* f : {"--world-size", "--count", "--op", "--segment", "--svg", "--html",
                         "--values", "--compare", "--bytes", "Reduce-scatter", "All-gather"})
     EXPECT_NE(h.output.find(f), std::string::npos) << f;
+}
+
+}  // namespace ring_demo_test
+
+namespace ring_demo_test {
+
+// --algo chunk-tree: the tree's sum equals one process's bit for bit at every world size up to
+// the chunks, the ring's way gives other bits (here 1 of 6 elements at W = 4), and the flags that
+// do not apply exit 2.
+TEST(RingDemoChunkTree, TheTreeEqualsOneProcessAtEveryWorldSize) {
+  for (int w = 1; w <= 6; ++w) {
+    const RunResult r =
+        run("--algo chunk-tree --chunks 6 --count 6 --world-size " + std::to_string(w));
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("The tree: the same as one process on every rank, bit for bit."),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("((c0 + c1) + (c2 + c3)) + (c4 + c5)"), std::string::npos);
+  }
+  const RunResult four = run("--algo chunk-tree --chunks 6 --count 6 --world-size 4");
+  EXPECT_NE(four.output.find("The ring's way: 1 of 6 elements with other bits"), std::string::npos)
+      << four.output;
+  for (const char* bad :
+       {"--algo chunk-tree --svg x.svg", "--algo chunk-tree --op max", "--chunks 4",
+        "--algo chunk-tree --world-size 8", "--algo chunk-tree --values 1,2,3"}) {
+    const RunResult r = run(bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+  }
 }
 
 }  // namespace ring_demo_test
