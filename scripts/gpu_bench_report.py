@@ -19,7 +19,9 @@ each time being images / rate (images = batch x batch size); null when the epoch
 batches. The anchor's (torch_mnist_gpu.py --epochs 1: one warm-up epoch, then the timed one, so
 2 epochs as ours) images_per_s is its second epoch too. Standard library only.
 """
-import json, os, re, struct, sys, array
+import json, os, re, sys
+
+import weights_diff  # the safetensors reader (this folder)
 
 MODELS = ('simplecnn', 'convnet', 'net')
 PROGRESS = re.compile(r'Rank 0, epoch (\d+), batch (\d+)/(\d+): loss \S+, (\d+) images/s')
@@ -129,19 +131,7 @@ def kernel_rows(raw, s):
 
 
 def max_abs_diff(a_path, b_path):
-    def load(p):
-        with open(p, 'rb') as f:
-            b = f.read()
-        n = struct.unpack('<Q', b[:8])[0]
-        h = json.loads(b[8:8 + n])
-        out = {}
-        for k, v in h.items():
-            if k == '__metadata__' or v['dtype'] != 'F32':
-                continue
-            s, e = v['data_offsets']
-            out[k] = array.array('f', b[8 + n + s:8 + n + e])
-        return out
-    a, b = load(a_path), load(b_path)
+    a, b = weights_diff.load(a_path), weights_diff.load(b_path)
     if a.keys() != b.keys():
         raise ValueError('different tensors')
     return max((abs(x - y) for k in a for x, y in zip(a[k], b[k])), default=0.0)
