@@ -85,6 +85,61 @@ Stats global_stats(const float* x, const Dims& d, float* running_mean, float* ru
                       running_var, momentum, eps);
 }
 
+// The world-invariant mode's per-chunk sums, in kLanes independent double lanes: element j of a
+// plane goes into lane j % kLanes, each lane adds in order, and the lanes are added in one fixed
+// order at the end. The bits depend on the chunk's values alone (never on the batch around it),
+// and the lanes vectorise where one running sum waits on each add.
+constexpr int64_t kLanes = 8;
+
+double fold_lanes(const double* a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+// shifted_sums over images [i0, i1) of channel c, in lanes.
+void lane_shifted_sums(const float* x, const Dims& d, int64_t c, int64_t i0, int64_t i1, double k,
+                       double* s1, double* s2) {
+  double a1[kLanes] = {}, a2[kLanes] = {};
+  for (int64_t i = i0; i < i1; ++i) {
+    const float* p = x + (i * d.c + c) * d.hw;
+    int64_t j = 0;
+    for (; j + kLanes <= d.hw; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const double v = double(p[j + l]) - k;
+        a1[l] += v;
+        a2[l] += v * v;
+      }
+    for (int64_t l = 0; j < d.hw; ++j, ++l) {
+      const double v = double(p[j]) - k;
+      a1[l] += v;
+      a2[l] += v * v;
+    }
+  }
+  *s1 += fold_lanes(a1);
+  *s2 += fold_lanes(a2);
+}
+
+// grad_sums over images [i0, i1) of channel c, in lanes.
+void lane_grad_sums(const float* g, const float* xv, const Dims& d, int64_t c, int64_t i0,
+                    int64_t i1, float mean, double* sdy, double* sdyx) {
+  double a1[kLanes] = {}, a2[kLanes] = {};
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t off = (i * d.c + c) * d.hw;
+    const float *pg = g + off, *px = xv + off;
+    int64_t j = 0;
+    for (; j + kLanes <= d.hw; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        a1[l] += pg[j + l];
+        a2[l] += double(pg[j + l]) * (double(px[j + l]) - mean);
+      }
+    for (int64_t l = 0; j < d.hw; ++j, ++l) {
+      a1[l] += pg[j];
+      a2[l] += double(pg[j]) * (double(px[j]) - mean);
+    }
+  }
+  *sdy += fold_lanes(a1);
+  *sdyx += fold_lanes(a2);
+}
+
 // The world-invariant mode's statistics: each chunk's sums in doubles, summed in the chunk tree.
 Stats tree_stats(const ChunkedGradients& cg, const float* x, const Dims& d, float* running_mean,
                  float* running_var, float momentum, float eps) {
@@ -93,8 +148,8 @@ Stats tree_stats(const ChunkedGradients& cg, const float* x, const Dims& d, floa
                         [&](const LocalChunk& ch, double* out) {
                           parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
                             for (int64_t c = c0; c < c1; ++c)
-                              shifted_sums(x, d, c, ch.begin, ch.begin + ch.count, running_mean[c],
-                                           &out[c], &out[d.c + c]);
+                              lane_shifted_sums(x, d, c, ch.begin, ch.begin + ch.count,
+                                                running_mean[c], &out[c], &out[d.c + c]);
                           });
                         });
   return finish_stats(s, double(cg.plan().global_batch * d.hw), d, running_mean, running_var,
@@ -162,18 +217,19 @@ std::vector<Tensor> tree_grads(ChunkedGradients& cg, const Tensor& dy, const Ten
                                const Stats& st, const Dims& d) {
   const float *g = dy.data<float>(), *xv = x.data<float>();
   const float *mean = st.mean.data<float>(), *invstd = st.invstd.data<float>();
-  const std::vector<double> s = cg.sum_over_batch(
-      "sync_batch_norm2d", d.n, 2 * static_cast<size_t>(d.c),
-      [&](const LocalChunk& ch, double* out) {
-        Tensor dgamma = Tensor::empty({d.c}), dbeta = Tensor::empty({d.c});
-        for (int64_t c = 0; c < d.c; ++c) {
-          grad_sums(g, xv, d, c, ch.begin, ch.begin + ch.count, mean[c], &out[c], &out[d.c + c]);
-          dbeta.data<float>()[c] = static_cast<float>(out[c]);
-          dgamma.data<float>()[c] = static_cast<float>(out[d.c + c] * invstd[c]);
-        }
-        if (detail::needs(gamma)) cg.push(gamma, ch.global, dgamma);
-        if (detail::needs(beta)) cg.push(beta, ch.global, dbeta);
-      });
+  const std::vector<double> s =
+      cg.sum_over_batch("sync_batch_norm2d", d.n, 2 * static_cast<size_t>(d.c),
+                        [&](const LocalChunk& ch, double* out) {
+                          Tensor dgamma = Tensor::empty({d.c}), dbeta = Tensor::empty({d.c});
+                          for (int64_t c = 0; c < d.c; ++c) {
+                            lane_grad_sums(g, xv, d, c, ch.begin, ch.begin + ch.count, mean[c],
+                                           &out[c], &out[d.c + c]);
+                            dbeta.data<float>()[c] = static_cast<float>(out[c]);
+                            dgamma.data<float>()[c] = static_cast<float>(out[d.c + c] * invstd[c]);
+                          }
+                          if (detail::needs(gamma)) cg.push(gamma, ch.global, dgamma);
+                          if (detail::needs(beta)) cg.push(beta, ch.global, dbeta);
+                        });
   Tensor dx = input_grad(g, xv, gh.data<float>(), st, d, s);
   return {dx.view(x.shape()), Tensor(), Tensor()};
 }
