@@ -90,7 +90,7 @@ Tensor TreeReducer::collect(nn::ChunkedGradients& cg) {
 
 nn::TreeSum TreeReducer::tree_sum() {
   if (!comm_) return {};
-  return [comm = comm_](size_t leaves, nn::DoubleNodes nodes) {
+  return [this, comm = comm_](size_t leaves, nn::DoubleNodes nodes) {
     ENGINE_CHECK(!nodes.empty(), "world-invariant step: rank ", comm->rank(),
                  " holds no chunk of the batch");
     const size_t width = nodes.front().second.size();
@@ -98,6 +98,8 @@ nn::TreeSum TreeReducer::tree_sum() {
     for (const auto& [node, v] : nodes) parts.push_back({node, v.data()});
     std::vector<double> root(width);
     comm->chunk_tree_all_reduce(leaves, parts, root.data(), width, DType::F64);
+    // Counted with the step's bytes: doubles, twice a float's.
+    group_bytes_ += 2 * tree_bytes(width, comm->size(), comm->rank(), nodes.size());
     return root;
   };
 }

@@ -37,7 +37,8 @@ class TreeReducer final : public comm::GradReducer {
 
   void begin(int64_t step) override { (void)step; }
   void finish() override;
-  // The bytes this rank sent for the last group's collects (the chunk tree's schedule).
+  // The bytes this rank sent for the last group's collects and tree sums (the chunk tree's
+  // schedule), and its step's all_gather under ZeRO-1.
   int64_t bytes_per_step(int64_t step) const override;
   std::string name() const override { return "tree"; }
 
