@@ -1,15 +1,17 @@
 // tests/parallel/test_world_invariant.cpp: the world-invariant step (parallel/tree_reducer.h with
-// parallel/train_step.h): W = 1 .. 4 ranks as threads over the in-memory transport, each stepping
-// on its chunks of the same global batches, end with the weights (and BatchNorm's running
-// statistics) of one process bit for bit, for every model, SGD and Adam, accumulation, ZeRO-1 and
-// bf16 precision. A control with the bucketed ring reducer differs (the test can fail), and a step
-// that mixes the modes is refused.
+// parallel/train_step.h): W = 1 .. 4 ranks as threads over the in-memory transport (and over
+// shared memory and TCP), each stepping on its chunks of the same global batches, end with the
+// weights (and BatchNorm's running statistics) of one process bit for bit, for every model, SGD
+// and Adam, accumulation, ZeRO-1 and bf16 precision. A control with the bucketed ring reducer
+// differs and two swapped images are caught (the test can fail), and a step that mixes the modes
+// is refused.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/rendezvous/mem_store.h"
 #include "core/chunk_tree.h"
 #include "core/error.h"
 #include "kernels/cpu/cpu_features.h"
@@ -111,6 +113,20 @@ std::vector<std::vector<float>> train_world(const Job& run, int world) {
   return weights;
 }
 
+// The ranks as threads over a real transport (shared memory or TCP), meeting through one store.
+std::vector<std::vector<float>> train_over(const Job& run, comm::TransportKind kind, int world) {
+  auto store = std::make_shared<comm::MemStore>(comm::Millis(10000));
+  comm::ConnectOptions o;
+  o.timeout = comm::Millis(10000);
+  o.transport = kind;
+  std::vector<std::vector<float>> weights(world);
+  testing::expect_no_errors(testing::run_threads(world, [&](int r) {
+    auto c = comm::connect_communicator(store, r, world, o);
+    weights[r] = train(run, c.get(), world, r);
+  }));
+  return weights;
+}
+
 void expect_same_bits(const Job& run) {
   const std::vector<float> one = train_world(run, 1)[0];
   for (int world = 2; world <= 4; ++world) {
@@ -135,6 +151,22 @@ TEST(WorldInvariant, NetAndSimpleCnnWithDropout) {
   r.model = "simplecnn";
   r.steps = 2;
   expect_same_bits(r);
+}
+
+TEST(WorldInvariant, OverSharedMemoryAndTcp) {
+  for (const char* model : {"net", "convnet"}) {
+    Job r;
+    r.model = model;
+    r.steps = 2;
+    const std::vector<float> one = train_world(r, 1)[0];
+    for (comm::TransportKind kind : {comm::TransportKind::Shm, comm::TransportKind::Tcp})
+      for (int world : {2, 3, 4}) {
+        const auto w = train_over(r, kind, world);
+        for (int rank = 0; rank < world; ++rank)
+          EXPECT_TRUE(w[rank] == one) << model << " " << comm::transport_kind_name(kind) << " W "
+                                      << world << " rank " << rank;
+      }
+  }
 }
 
 TEST(WorldInvariant, ConvNetsBatchNormOverTheGlobalBatch) {
