@@ -41,4 +41,30 @@ std::vector<double> LossLog::read() {
   return out;
 }
 
+double epoch_mean_loss(comm::Communicator* comm, double loss_sum, int64_t batches,
+                       bool world_invariant) {
+  if (comm && !world_invariant) {
+    float sums[2] = {static_cast<float>(loss_sum), static_cast<float>(batches)};
+    comm->all_reduce(sums, 2, DType::F32, comm::ReduceOp::Sum);
+    loss_sum = sums[0];
+    batches = static_cast<int64_t>(sums[1]);
+  }
+  return batches ? loss_sum / static_cast<double>(batches) : 0;
+}
+
+std::vector<double> gather_loss_sums(comm::Communicator* comm, double mine) {
+  static_assert(sizeof(double) == sizeof(int64_t), "doubles travel as I64");
+  if (!comm) return {mine};
+  std::vector<double> all(comm->rank() == 0 ? comm->size() : 0);
+  comm->gather(&mine, comm->rank() == 0 ? all.data() : nullptr, 1, DType::I64, 0);
+  return all;
+}
+
+const double* resumed_loss_sum(const std::vector<double>& sums, bool world_invariant, int world,
+                               int rank) {
+  if (world_invariant && !sums.empty()) return &sums[0];
+  if (sums.size() == static_cast<size_t>(world)) return &sums[rank];
+  return nullptr;
+}
+
 }  // namespace engine::parallel

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/tensor.h"
 
 namespace engine::parallel {
@@ -31,5 +32,19 @@ class LossLog {
   int64_t n_ = 0;  // slots recorded since the last read
   double sum_ = 0, last_ = 0;
 };
+
+// An epoch's loss figures over the ranks, for the epoch line and a mid-epoch checkpoint (comm
+// null: one process). The mean training loss over every rank: their loss sums and batch counts
+// summed in one float all_reduce; world_invariant: every rank's sum is already the global
+// batches', equal everywhere, and nothing travels.
+double epoch_mean_loss(comm::Communicator* comm, double loss_sum, int64_t batches,
+                       bool world_invariant);
+// Every rank's loss sum, bit for bit, at rank 0 (empty elsewhere): what a checkpoint keeps.
+std::vector<double> gather_loss_sums(comm::Communicator* comm, double mine);
+// A resumed epoch's loss sum so far for this rank, from a checkpoint's sums (one per rank of the
+// writer); null when they hold none for it. World-invariant: every rank's is the first, whatever
+// the writer's world size.
+const double* resumed_loss_sum(const std::vector<double>& sums, bool world_invariant, int world,
+                               int rank);
 
 }  // namespace engine::parallel

@@ -25,17 +25,6 @@ void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator
   r->test_acc = t.accuracy;
 }
 
-// A resumed epoch's loss sum so far, this rank's; null when the file holds none for it.
-// World-invariant: every rank's sum is the global batches' (equal at every world size), whatever
-// the writer's world size.
-const double* resumed_sum(const nn::TrainPosition& start, bool world_invariant, int world,
-                          int rank) {
-  if (world_invariant && !start.epoch_loss_sums.empty()) return &start.epoch_loss_sums[0];
-  if (start.epoch_loss_sums.size() == static_cast<size_t>(world))
-    return &start.epoch_loss_sums[rank];
-  return nullptr;
-}
-
 }  // namespace
 
 Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
@@ -53,8 +42,9 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
   }  // batches a resumed run has already trained on
   EpochTally t;
   t.total = loader.batches_per_epoch();
-  if (const double* sum =
-          first > 0 ? resumed_sum(start_, c_.world_invariant, world_, rank_) : nullptr) {
+  if (const double* sum = first > 0 ? parallel::resumed_loss_sum(start_.epoch_loss_sums,
+                                                                 c_.world_invariant, world_, rank_)
+                                    : nullptr) {
     t.loss_sum = *sum;  // the epoch line stays the whole epoch's mean
     t.batches = first;
   }
@@ -135,15 +125,7 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   EpochResult r;
   r.epoch = epoch;
   r.step = pos_.step;
-  double loss_sum = t.loss_sum;
-  int64_t batches = t.batches;
-  if (comm_ && !c_.world_invariant) {  // world-invariant: the losses are the global batches'
-    float sums[2] = {static_cast<float>(loss_sum), static_cast<float>(batches)};
-    comm_->all_reduce(sums, 2, DType::F32, comm::ReduceOp::Sum);
-    loss_sum = sums[0];
-    batches = static_cast<int64_t>(sums[1]);
-  }
-  r.train_loss = batches ? loss_sum / static_cast<double>(batches) : 0;
+  r.train_loss = parallel::epoch_mean_loss(comm_.get(), t.loss_sum, t.batches, c_.world_invariant);
   r.images_per_s = t.train_s > 0 ? static_cast<double>(t.images) / t.train_s : 0;
   r.train_flop_per_image = step_->flop_per_image();
   r.precision = c_.precision;
@@ -155,15 +137,6 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   return r;
 }
 
-// Every rank's loss sum (bit for bit) at rank 0; other ranks get an empty vector.
-std::vector<double> Trainer::gather_loss_sums(double mine) {
-  static_assert(sizeof(double) == sizeof(int64_t), "doubles travel as I64");
-  if (!comm_) return {mine};
-  std::vector<double> all(rank_ == 0 ? world_ : 0);
-  comm_->gather(&mine, rank_ == 0 ? all.data() : nullptr, 1, DType::I64, 0);
-  return all;
-}
-
 // Rank 0 writes --checkpoint: the position to go on from and every generator's state; mid-epoch
 // also every rank's loss sum so far.
 void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss_sum) {
@@ -171,7 +144,7 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
   refuse_nonfinite(model_->state_dict(), "--checkpoint " + c_.checkpoint + " at step " +
                                              std::to_string(pos_.step) + ": not written");
   std::vector<double> sums;
-  if (batch_in_epoch > 0) sums = gather_loss_sums(loss_sum);
+  if (batch_in_epoch > 0) sums = parallel::gather_loss_sums(comm_.get(), loss_sum);
   pos_.comm_state = step_->reducer().gather_state();
   // The file an unsharded run would write (--zero 1: every rank's shards, at rank 0).
   const nn::Optimizer& opt = step_->optimizer().gathered();

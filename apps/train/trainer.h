@@ -81,7 +81,6 @@ class Trainer {
   EpochResult epoch_result(int64_t epoch, const EpochTally& t);
   // Every rank calls it (mid-epoch the ranks' loss sums travel to rank 0); rank 0 writes.
   void save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss_sum);
-  std::vector<double> gather_loss_sums(double mine);
   std::string resume_path();
   // --eval-only: the test split on the loaded weights, the test line, nothing trained.
   void evaluate_only();

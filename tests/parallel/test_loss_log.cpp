@@ -1,11 +1,13 @@
 // tests/parallel/test_loss_log.cpp: the device loss log (parallel/loss_log.h): sums in step order
-// in double, reads only what is new, grows past its first buffer, carries a resumed sum.
+// in double, reads only what is new, grows past its first buffer, carries a resumed sum; the
+// epoch's loss figures over ranks (mean, the gathered sums, a resumed epoch's sum).
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "core/error.h"
 #include "parallel/loss_log.h"
+#include "tests/parallel/parallel_test_util.h"
 
 namespace engine::parallel {
 namespace {
@@ -51,6 +53,32 @@ TEST(LossLog, StartCarriesAResumedSumAndRefusesAVector) {
   log.read();
   EXPECT_EQ(log.sum(), 12);
   EXPECT_THROW(log.record(Tensor::zeros({2}, DType::F32, Device::cpu())), Error);
+}
+
+TEST(EpochLoss, TheMeanOverRanksAndTheGatheredSums) {
+  EXPECT_EQ(epoch_mean_loss(nullptr, 6.0, 4, false), 1.5);
+  EXPECT_EQ(epoch_mean_loss(nullptr, 0.0, 0, false), 0.0);
+  EXPECT_EQ(gather_loss_sums(nullptr, 2.5), std::vector<double>{2.5});
+  auto comms = comm::make_mem_communicators(2);
+  std::vector<double> mean(2), invariant(2);
+  std::vector<std::vector<double>> gathered(2);
+  testing::expect_no_errors(testing::run_threads(2, [&](int r) {
+    mean[r] = epoch_mean_loss(comms[r].get(), r == 0 ? 3.0 : 5.0, r == 0 ? 2 : 2, false);
+    invariant[r] = epoch_mean_loss(comms[r].get(), 6.0, 3, true);  // nothing travels
+    gathered[r] = gather_loss_sums(comms[r].get(), r == 0 ? 0.1 : 0.2);
+  }));
+  EXPECT_EQ(mean, (std::vector<double>{2.0, 2.0}));  // (3 + 5) / (2 + 2)
+  EXPECT_EQ(invariant, (std::vector<double>{2.0, 2.0}));
+  EXPECT_EQ(gathered[0], (std::vector<double>{0.1, 0.2}));  // bit for bit, at rank 0
+  EXPECT_TRUE(gathered[1].empty());
+}
+
+TEST(EpochLoss, AResumedEpochsSum) {
+  const std::vector<double> sums{1.0, 2.0, 3.0};  // written by 3 ranks
+  EXPECT_EQ(*resumed_loss_sum(sums, false, 3, 2), 3.0);
+  EXPECT_EQ(resumed_loss_sum(sums, false, 2, 1), nullptr);  // another world: none for it
+  EXPECT_EQ(*resumed_loss_sum(sums, true, 2, 1), 1.0);      // world-invariant: equal everywhere
+  EXPECT_EQ(resumed_loss_sum({}, true, 2, 1), nullptr);
 }
 
 }  // namespace
