@@ -180,25 +180,7 @@ accuracy_step() {
 }
 
 # Largest |a - b| over the float32 tensors of two safetensors files (python3's stdlib only).
-max_abs_diff() {
-  python3 - "$1" "$2" <<'EOF'
-import array, json, struct, sys
-def load(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    out = {}
-    for k, v in h.items():
-        if k == '__metadata__' or v['dtype'] != 'F32':
-            continue
-        s, e = v['data_offsets']
-        out[k] = array.array('f', b[8 + n + s:8 + n + e])
-    return out
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a.keys() == b.keys(), 'different tensors'
-print(max((abs(x - y) for k in a for x, y in zip(a[k], b[k])), default=0.0))
-EOF
-}
+max_abs_diff() { python3 scripts/gpu_bench_report.py --max-abs-diff "$1" "$2"; }
 
 # Samples the compute apps (pid, GPU) every 0.2 s into $1 until killed.
 sample_contexts() {
