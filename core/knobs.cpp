@@ -24,6 +24,7 @@ constexpr Knob kThreads{"ENGINE_THREADS", "1 .. 1024", ""};
 constexpr Knob kSyncGuard{"ENGINE_SYNC_GUARD", "0|1", "0"};
 constexpr Knob kMaxCpuIsa{"ENGINE_MAX_CPU_ISA", "avx512_core_bf16|avx512_core|avx2", ""};
 constexpr Knob kCommHostId{"ENGINE_COMM_HOST_ID", "any text", ""};
+constexpr Knob kPowersgdStart{"ENGINE_POWERSGD_START", "0 .. 1000000000", "100"};
 constexpr int kMaxRingChannels = 32;  // comm/backends/cuda_ipc/protocol/layout.h kMaxChannels
 
 const char* set_or_null(const char* v) {
@@ -58,16 +59,16 @@ int integer(const Knob& k, const char* v, long long lo, long long hi, int fallba
 }  // namespace
 
 const std::vector<Knob>& all() {
-  static const std::vector<Knob> kAll = {kAlgo,         kCudaKernels, kCudaRing,     kRingProtocol,
-                                         kRingChannels, kCudaGraph,   kDataOnDevice, kThreads,
-                                         kSyncGuard,    kMaxCpuIsa,   kCommHostId};
+  static const std::vector<Knob> kAll = {
+      kAlgo,         kCudaKernels, kCudaRing,  kRingProtocol, kRingChannels, kCudaGraph,
+      kDataOnDevice, kThreads,     kSyncGuard, kMaxCpuIsa,    kCommHostId,   kPowersgdStart};
   return kAll;
 }
 
 void check_all() {
   (void)algo(), (void)cuda_kernels(), (void)cuda_ring(), (void)ring_protocol();
   (void)ring_channels(), (void)cuda_graph(), (void)data_on_device(), (void)threads();
-  (void)sync_guard(), (void)max_cpu_isa(), (void)comm_host_id();
+  (void)sync_guard(), (void)max_cpu_isa(), (void)comm_host_id(), (void)powersgd_start();
 }
 
 bool given(const char* name) {
@@ -103,6 +104,9 @@ bool sync_guard() {
 }
 std::string max_cpu_isa() {
   return choice(kMaxCpuIsa, std::getenv("ENGINE_MAX_CPU_ISA"));
+}
+int powersgd_start() {
+  return integer(kPowersgdStart, std::getenv("ENGINE_POWERSGD_START"), 0, 1000000000, 100);
 }
 std::string comm_host_id() {
   const char* v = set_or_null(std::getenv("ENGINE_COMM_HOST_ID"));

@@ -39,6 +39,9 @@ std::string cuda_graph();
 std::string data_on_device();
 // ENGINE_THREADS: 1..1024 kernel threads; 0 when unset (core/threads.h then decides).
 int threads();
+// ENGINE_POWERSGD_START: 0 .. 1e9 (default 100), the optimizer steps train averages
+// uncompressed before --grad-compression powersgd:R starts (PowerSGD's start_powerSGD_iter).
+int powersgd_start();
 // ENGINE_SYNC_GUARD: 0|1 (default 0), a host sync inside a training step throws
 // (core/sync_guard.h).
 bool sync_guard();

@@ -84,7 +84,8 @@ void retire_flags(Flags& f) {
            {"cuda-ring-channels", "ENGINE_RING_CHANNELS=0..32"},
            {"cuda-graph", "ENGINE_CUDA_GRAPH=on|off|auto"},
            {"data-on-device", "ENGINE_DATA_ON_DEVICE=on|off|auto"},
-           {"algo", "ENGINE_ALGO=auto|ring|rd|rh|tree"}})
+           {"algo", "ENGINE_ALGO=auto|ring|rd|rh|tree"},
+           {"powersgd-start", "ENGINE_POWERSGD_START=0..1000000000"}})
     f.retire(flag, "--" + flag + " was removed: set " + variable + " instead (docs/knobs.md)");
   f.retire("staged-pipeline",
            "--staged-pipeline was removed with the staged ring's pipeline: the staged ring has "
@@ -110,6 +111,7 @@ void read_knobs(TrainConfig& c) {
   c.cuda_ring = knobs::cuda_ring();
   c.cuda_ring_protocol = knobs::ring_protocol();
   c.cuda_ring_channels = knobs::ring_channels();
+  c.powersgd_start = knobs::powersgd_start();
   c.cuda_graph = knobs::cuda_graph();
   c.data_on_device = knobs::data_on_device();
 }

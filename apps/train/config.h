@@ -56,7 +56,7 @@ struct TrainConfig {
   bool sync_bn = false;    // batch norm over the global batch (nn/sync_batch_norm.h)
   // none | bf16 | fp16 (comm/half_grad_sync.h) | powersgd:R (comm/powersgd.h)
   std::string grad_compression = "none";
-  int64_t powersgd_start = 100;  // optimizer steps uncompressed before PowerSGD starts
+  int64_t powersgd_start = 100;  // ENGINE_POWERSGD_START: steps uncompressed before PowerSGD
   int64_t zero = 0;  // 1: ZeRO-1, optimizer state sharded across ranks (parallel/zero.h)
   // The same bits at every world size: one global data order, chunked gradients summed in the
   // fixed chunk tree (parallel/tree_reducer.h; docs/training.md).

@@ -51,9 +51,7 @@ void declare_distributed_flags(Flags& f, TrainConfig& c) {
         "none | bf16 | fp16 | powersgd:R. bf16, fp16: gradients travel and are summed in that "
         "type (DDP's bf16/fp16_compress_hook); powersgd:R: PowerSGD (PyTorch's powerSGD_hook), "
         "each matrix gradient sent as two rank-R factors with error feedback and warm start, "
-        "vectors uncompressed");
-  f.add("powersgd-start", &c.powersgd_start,
-        "optimizer steps averaged uncompressed before PowerSGD starts");
+        "vectors uncompressed (from optimizer step ENGINE_POWERSGD_START, default 100)");
   f.add("zero", &c.zero,
         "1: ZeRO-1, each rank keeps the optimizer state of its shard of the parameters "
         "(gradients reduce_scatter'ed and parameters all_gather'ed in --bucket-mb buckets); "
@@ -119,7 +117,6 @@ void validate_distributed(const TrainConfig& c) {
                    c.grad_compression == "fp16" || powersgd_rank(c) > 0,
                "--grad-compression must be none, bf16, fp16 or powersgd:R, got '",
                c.grad_compression, "'");
-  ENGINE_CHECK(c.powersgd_start >= 0, "--powersgd-start must be 0 or more, got ", c.powersgd_start);
   ENGINE_CHECK(c.grad_compression == "none" || c.mode == "ddp",
                "--grad-compression compresses what ranks of --mode ddp send; --mode dp sends "
                "nothing");

@@ -146,7 +146,8 @@ std::vector<parallel::Setting> config_settings(const TrainConfig& c) {
            {"ENGINE_CUDA_KERNELS", c.cuda_kernels},
            {"ENGINE_CUDA_RING", c.cuda_ring},
            {"ENGINE_RING_PROTOCOL", c.cuda_ring_protocol},
-           {"ENGINE_RING_CHANNELS", std::to_string(c.cuda_ring_channels)}})
+           {"ENGINE_RING_CHANNELS", std::to_string(c.cuda_ring_channels)},
+           {"ENGINE_POWERSGD_START", std::to_string(c.powersgd_start)}})
     out.push_back({name, value});
   return out;
 }

@@ -1,6 +1,7 @@
 // tests/apps/test_train_compression.cpp: `train --grad-compression powersgd:R` on two ranks: a
 // resumed run continues bit for bit (its Q and error feedback are in the checkpoint), fewer bytes
 // travel, rank 0 names what is on, and bad values are usage errors naming the flag.
+#include <cstdlib>
 #include <sstream>
 
 #include "io/atomic_file.h"
@@ -35,13 +36,17 @@ class CompressionTest : public TrainTest {
 
 TEST_F(CompressionTest, PowerSgdResumesBitForBit) {
   // Compressed from step 2: the checkpoint at step 5 holds Q and both ranks' error feedback.
-  expect_resume_bit_for_bit(two(" --grad-compression powersgd:2 --powersgd-start 2"), dir_);
+  ::setenv("ENGINE_POWERSGD_START", "2", 1);  // the ranks inherit it
+  expect_resume_bit_for_bit(two(" --grad-compression powersgd:2"), dir_);
+  ::unsetenv("ENGINE_POWERSGD_START");
 }
 
 TEST_F(CompressionTest, PowerSgdSendsFewerBytesAndRankZeroSaysSo) {
   std::string out_none, out_psgd;
   const double none = comm_bytes("", &out_none);
-  const double psgd = comm_bytes(" --grad-compression powersgd:1 --powersgd-start 0", &out_psgd);
+  ::setenv("ENGINE_POWERSGD_START", "0", 1);
+  const double psgd = comm_bytes(" --grad-compression powersgd:1", &out_psgd);
+  ::unsetenv("ENGINE_POWERSGD_START");
   EXPECT_GT(psgd, 0);
   EXPECT_LT(psgd * 4, none) << "simplecnn's conv and linear weights at rank 1";
   EXPECT_NE(out_psgd.find("[rank 0] Options: compression powersgd:1 (from step 0)"),
