@@ -14,7 +14,8 @@ namespace {
 
 const char kUsage[] =
     "usage: launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]\n"
-    "              [--grace-period S] [--max-restarts R] [--] PROGRAM [ARGS...]\n"
+    "              [--grace-period S] [--max-restarts R] [--on-rank-loss stop|continue]\n"
+    "              [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N copies of PROGRAM on this node, ranks node_rank*N .. node_rank*N+N-1 of M*N,\n"
     "each with torchrun's variables set: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
@@ -26,6 +27,10 @@ const char kUsage[] =
     "failed job (not one stopped by a signal to launch) is started again, every rank, up to R\n"
     "times, as torchrun's --max-restarts; each start sees TORCHELASTIC_RESTART_COUNT\n"
     "(train --checkpoint F --resume auto then goes on from its last checkpoint).\n"
+    "With --on-rank-loss continue, launch serves the job's store itself (ranks get\n"
+    "ENGINE_AGENT_STORE=1), a failed rank does not stop the others (train --on-rank-loss\n"
+    "continue regroups them), a rank they left out is ended, and launch exits 0 when a\n"
+    "rank completes.\n"
     "Flags may be spelt with '_' (--nproc_per_node) as torchrun's are. Exit status 2 for bad\n"
     "flags, 1 when launch itself fails.\n"
     "\n"
@@ -47,6 +52,10 @@ bool parse_args(int argc, char** argv, engine::launch::LaunchOptions* o) {
   f.add("grace-period", &o->grace_s, "seconds between SIGTERM and SIGKILL when stopping");
   int64_t restarts = 0;
   f.add("max-restarts", &restarts, "start every rank again after a failure, up to R times");
+  std::string on_loss = "stop";
+  f.add_choice("on-rank-loss", &on_loss, {"stop", "continue"},
+               "stop: a failed rank stops the others; continue: launch serves the job's store "
+               "and the others go on (train --on-rank-loss continue)");
   f.require("nproc-per-node");
   if (!f.parse(argc, argv)) return false;
   ENGINE_USAGE_CHECK(nproc >= 1 && nproc <= 1024, "--nproc-per-node must be 1 .. 1024");
@@ -57,6 +66,9 @@ bool parse_args(int argc, char** argv, engine::launch::LaunchOptions* o) {
   ENGINE_USAGE_CHECK(o->grace_s >= 0, "--grace-period must be >= 0");
   ENGINE_USAGE_CHECK(restarts >= 0 && restarts <= 1000000, "--max-restarts must be 0 .. 1000000");
   o->max_restarts = static_cast<int>(restarts);
+  o->keep_going = on_loss == "continue";
+  ENGINE_USAGE_CHECK(!o->keep_going || restarts == 0, "--on-rank-loss continue keeps the ranks ",
+                     "running: --max-restarts does not apply");
   ENGINE_USAGE_CHECK(!f.rest().empty(), "no program to run (put it after --)");
   o->job.nproc_per_node = static_cast<int>(nproc);
   o->job.nnodes = static_cast<int>(nnodes);

@@ -10,6 +10,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "nn/checkpoint_check.h"
 
@@ -126,8 +127,8 @@ void load_state_dict(const std::string& path, Module& m) {
   load_model_entries(load_safetensors(path), m, path, "");
 }
 
-void save_training_checkpoint(const std::string& path, const Module& m, const Optimizer& opt,
-                              const TrainPosition& pos) {
+std::string encode_training_checkpoint(const Module& m, const Optimizer& opt,
+                                       const TrainPosition& pos) {
   std::vector<StEntry> entries = model_entries(m);
   for (auto& [n, t] : opt.state()) entries.push_back(to_entry(kOptPrefix + n, t));
   for (auto& [n, t] : pos.comm_state) entries.push_back(to_entry(kCommPrefix + n, t));
@@ -149,12 +150,22 @@ void save_training_checkpoint(const std::string& path, const Module& m, const Op
   if (pos.world_size > 0) meta["engine.world_size"] = std::to_string(pos.world_size);
   if (pos.batch_size > 0) meta["engine.batch_size"] = std::to_string(pos.batch_size);
   meta["engine.world_invariant"] = pos.world_invariant ? "1" : "0";
-  save_safetensors(path, entries, meta);
+  return encode_safetensors(entries, meta);
+}
+
+void save_training_checkpoint(const std::string& path, const Module& m, const Optimizer& opt,
+                              const TrainPosition& pos) {
+  write_file_atomic(path, encode_training_checkpoint(m, opt, pos));
 }
 
 TrainPosition load_training_checkpoint(const std::string& path, Module& m, Optimizer& opt) {
+  return decode_training_checkpoint(read_file(path), m, opt, path);
+}
+
+TrainPosition decode_training_checkpoint(std::string_view bytes, Module& m, Optimizer& opt,
+                                         const std::string& path) {
   NoGradGuard ng;
-  StFile f = load_safetensors(path);
+  StFile f = decode_safetensors(bytes, path);
   check_training_checkpoint(f, path, m, opt);
   TrainPosition pos;
   pos.epoch = static_cast<int64_t>(meta_u64(f, "engine.epoch", path));

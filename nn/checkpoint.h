@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nn/module.h"
@@ -54,5 +55,11 @@ void save_training_checkpoint(const std::string& path, const Module& m, const Op
                               const TrainPosition& pos);
 // Restores m and opt from path and returns the saved position.
 TrainPosition load_training_checkpoint(const std::string& path, Module& m, Optimizer& opt);
+// The same file's bytes in memory (a rank's state streamed to another, parallel/elastic.h); errors
+// name `source`.
+std::string encode_training_checkpoint(const Module& m, const Optimizer& opt,
+                                       const TrainPosition& pos);
+TrainPosition decode_training_checkpoint(std::string_view bytes, Module& m, Optimizer& opt,
+                                         const std::string& source);
 
 }  // namespace engine::nn

@@ -41,6 +41,13 @@ std::vector<double> LossLog::read() {
   return out;
 }
 
+double LossLog::total() const {
+  double sum = sum_;
+  if (n_ > 0)
+    for (float f : buf_.flat_slice(0, n_).to_vector()) sum += f;
+  return sum;
+}
+
 double epoch_mean_loss(comm::Communicator* comm, double loss_sum, int64_t batches,
                        bool world_invariant) {
   if (comm && !world_invariant) {

@@ -23,6 +23,8 @@ class LossLog {
   // adds them to sum() in order and returns them.
   std::vector<double> read();
   double sum() const { return sum_; }
+  // sum() and the unread losses, in order, leaving them unread (one device -> host copy).
+  double total() const;
   double last() const { return last_; }
   // Recorded, not read yet.
   int64_t unread() const { return n_; }

@@ -78,6 +78,23 @@ void print_epoch(int rank, const EpochResult& r) {
   print_test_line(r);
 }
 
+void print_regroup(const Regroup& g) {
+  const int world = static_cast<int>(g.ids.size());
+  for (size_t i = 0; i < g.lost.size(); ++i)
+    std::printf("rank %d lost at step %lld (%s): continuing with %d rank%s\n", g.lost[i],
+                static_cast<long long>(g.step), g.reasons[i].c_str(), world, world == 1 ? "" : "s");
+  std::string ids;
+  for (size_t i = 0; i < g.ids.size(); ++i) {
+    if (i) ids += ", ";
+    ids += std::to_string(g.ids[i]);
+  }
+  std::printf("Ranks %s go on as ranks 0 .. %d from rank %d's state at step %lld (%.1f MB in %.0f "
+              "ms)\n",
+              ids.c_str(), world - 1, g.source, static_cast<long long>(g.step), g.bytes / 1e6,
+              g.ms);
+  std::fflush(stdout);
+}
+
 void print_test_line(const EpochResult& r) {
   std::printf("Test set: average loss %.4f, accuracy %lld/%lld (%.2f%%)\n", r.test_loss,
               static_cast<long long>(r.test_correct), static_cast<long long>(r.test_count),
@@ -106,7 +123,11 @@ void MetricsWriter::write(const EpochResult& r) {
                   {"precision", r.precision},
                   {"optimizer_state_bytes", r.optimizer_state_bytes},
                   {"comm_bytes_per_step", r.comm_bytes_per_step},
-                  {"skipped_steps", r.skipped_steps}};
+                  {"skipped_steps", r.skipped_steps},
+                  {"world_size", r.world_size},
+                  {"generation", r.generation},
+                  {"world_size_changes", r.world_size_changes},
+                  {"steps_lost", r.steps_lost}};
   std::string line = dump_json(j) + "\n";
   ENGINE_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0,
                path_, ": write failed: ", std::strerror(errno));

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace engine::report {
 
@@ -19,6 +20,11 @@ struct EpochResult {
   int64_t optimizer_state_bytes = 0;  // this rank's (ZeRO-1: its shard's)
   double comm_bytes_per_step = 0;     // gradient sync, per the ring schedule, mean of the epoch
   int64_t skipped_steps = 0;          // non-finite steps of the epoch skipped
+  // --on-rank-loss continue: the membership's generation (0 until a rank is lost), the changes so
+  // far, and completed steps trained again after one (0: the job goes on from the last step any
+  // survivor completed).
+  int64_t generation = 0, world_size_changes = 0, steps_lost = 0;
+  int world_size = 1;  // ranks at the epoch's end
 };
 
 // Progress within an epoch: a carriage-return bar that fits the terminal's width on a terminal,
@@ -44,6 +50,20 @@ class Progress {
 void print_epoch(int rank, const EpochResult& r);
 // Prints the test result alone ("Test set: average loss L, accuracy C/N (P%)").
 void print_test_line(const EpochResult& r);
+
+// A membership change (train --on-rank-loss continue), one line per lost rank, as "rank 2 lost at
+// step 41 (its process exited): continuing with 3 ranks", then who goes on from whose state.
+// lost, reasons: ids (first ranks) of the lost members and why; ids: the members now, whose rank
+// is their index; source: the id whose state (bytes, streamed in ms) every member took.
+struct Regroup {
+  std::vector<int> lost, ids;
+  std::vector<std::string> reasons;
+  int64_t step = 0;
+  int source = 0;
+  size_t bytes = 0;
+  double ms = 0;
+};
+void print_regroup(const Regroup& g);
 
 // Appends one JSON object per epoch to a file (created or truncated at open, appended on resume).
 class MetricsWriter {

@@ -11,12 +11,14 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <sstream>
 
+#include "comm/rendezvous/membership.h"
 #include "core/threads.h"
 
 extern char** environ;
@@ -246,8 +248,15 @@ void Supervisor::reap() {
     if (r.err_fd >= 0) read_from(r.err_fd, r.err, err);
     write_all(out_fd_, out);
     write_all(err_fd_, err);
+    if (exit_code_of(status) == 0) completed_ = true;
     if (exit_code_of(status) == 0 || failed_) continue;
     if (stop_requests_seen_ > 0) continue;  // stopping on launch's own signal: not a failure
+    if (opts_.keep_going) {
+      if (lost_code_ == 0) lost_code_ = exit_code_of(status);
+      note("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " +
+           describe_exit(status) + "; the others go on (--on-rank-loss continue)");
+      continue;
+    }
     failed_ = true;
     exit_code_ = exit_code_of(status);
     begin_stop(SIGTERM, "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " +
@@ -279,9 +288,41 @@ int Supervisor::run() {
   }
 }
 
+void Supervisor::serve_store() {
+  const JobShape& job = opts_.job;
+  if (job.node_rank == 0)
+    store_server_ = std::make_unique<comm::TcpStoreServer>(job.master_addr, job.master_port);
+  store_ = std::make_unique<comm::TcpStore>(job.master_addr, job.master_port, false,
+                                            comm::Millis(60000));
+}
+
+void Supervisor::end_fenced() {
+  std::optional<std::vector<int>> ids;
+  try {
+    ids = comm::generation_members(*store_, next_generation_);
+  } catch (const std::exception& e) {
+    note(std::string("cannot read the job's membership: ") + e.what());
+    store_.reset();
+    return;
+  }
+  if (!ids) return;
+  for (const Rank& r : ranks_) {
+    if (!r.running || std::find(ids->begin(), ids->end(), r.rank) != ids->end()) continue;
+    note("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) +
+         ") was left out of generation " + std::to_string(next_generation_) +
+         " (fenced); ending it");
+    ::kill(-r.pid, SIGKILL);
+  }
+  ++next_generation_;
+}
+
 int Supervisor::run_attempt(int restart_count) {
   const JobShape& job = opts_.job;
-  const std::vector<std::string> base = restart_environment(restart_count, opts_.max_restarts);
+  std::vector<std::string> base = restart_environment(restart_count, opts_.max_restarts);
+  if (opts_.keep_going) {
+    base.push_back("ENGINE_AGENT_STORE=1");
+    serve_store();
+  }
   const int cores = usable_cores();
   ranks_.reserve(job.nproc_per_node);
   for (int local = 0; local < job.nproc_per_node; ++local) {
@@ -318,6 +359,7 @@ int Supervisor::run_attempt(int restart_count) {
       stop_requests_seen_ = requests;
     }
     reap();
+    if (store_) end_fenced();
     if (stopping_ && !killed_ && now_s() >= kill_at_ && any_running()) {
       std::ostringstream msg;
       msg << "ranks still running " << opts_.grace_s
@@ -344,6 +386,7 @@ int Supervisor::run_attempt(int restart_count) {
   }
   write_all(out_fd_, out);
   write_all(err_fd_, err);
+  if (opts_.keep_going && exit_code_ == 0) return completed_ ? 0 : lost_code_;
   return exit_code_;
 }
 

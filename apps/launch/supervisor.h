@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "apps/launch/line_prefixer.h"
 #include "apps/launch/rank_env.h"
+#include "comm/rendezvous/tcp_store.h"
 
 namespace engine::launch {
 
@@ -20,6 +22,11 @@ struct LaunchOptions {
   // torchrun's --max-restarts: when a rank fails, stop every rank and start them all again, up
   // to this many times; each start sees TORCHELASTIC_RESTART_COUNT (0, 1, ...).
   int max_restarts = 0;
+  // --on-rank-loss continue: launch serves the job's store (node 0; the ranks are its clients, told
+  // by ENGINE_AGENT_STORE=1), so that it outlives any rank; a failed rank does not stop the others;
+  // a local rank the others left out of a generation (fenced) is ended; the job succeeds when a
+  // rank completes.
+  bool keep_going = false;
 };
 
 class Supervisor {
@@ -64,6 +71,9 @@ class Supervisor {
   void begin_stop(int sig, const std::string& why);
   void signal_all(int sig);
   void note(const std::string& line);
+  // keep_going: the job's store, served on node 0, and a client that watches its generations.
+  void serve_store();
+  void end_fenced();  // ends the local ranks a new generation left out
   bool any_running() const;
   bool any_pipe_open() const;
 
@@ -79,6 +89,11 @@ class Supervisor {
   bool stopping_ = false;  // SIGTERM (or the forwarded signal) sent; SIGKILL at kill_at_
   bool killed_ = false;    // SIGKILL sent
   double kill_at_ = 0;
+  std::unique_ptr<comm::TcpStoreServer> store_server_;
+  std::unique_ptr<comm::TcpStore> store_;
+  int64_t next_generation_ = 1;  // the first not yet watched
+  bool completed_ = false;       // keep_going: a rank exited 0
+  int lost_code_ = 0;            // keep_going: the first lost rank's code
 };
 
 }  // namespace engine::launch

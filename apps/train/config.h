@@ -49,6 +49,8 @@ struct TrainConfig {
   std::string transport = "auto";
   std::string algo = "auto";  // ENGINE_ALGO: the host algorithm of all_reduce, broadcast, reduce
   double timeout_s = 300;
+  // stop: a lost rank ends the job; continue: the others regroup and go on (parallel/elastic.h).
+  std::string on_rank_loss = "stop";
   bool drop_last = false;
   // Distributed-training options of DDP and Horovod (docs/training.md, "Accumulation, ZeRO,
   // SyncBatchNorm, compression").

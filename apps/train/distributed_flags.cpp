@@ -25,6 +25,11 @@ void declare_job_flags(Flags& f, TrainConfig& c) {
   f.add_choice("transport", &c.transport, {"auto", "tcp", "shm"},
                "how ranks talk: shared memory on one host, TCP between hosts");
   f.add("timeout", &c.timeout_s, "seconds any wait for another rank may take");
+  f.add_choice("on-rank-loss", &c.on_rank_loss, {"stop", "continue"},
+               "stop: a lost rank (gone, frozen or cut off) ends the job; continue: the others "
+               "regroup and train on from the last completed step, on the same bits "
+               "(--world-invariant; the store must outlive any rank: launch --on-rank-loss "
+               "continue)");
   f.add_choice("sharding", &c.sharding, {"partition", "sampler"},
                "partition: the tutorials' DataPartitioner; sampler: DistributedSampler");
   f.add_switch("drop-last", &c.drop_last,
@@ -108,10 +113,24 @@ void validate_world_invariant(const TrainConfig& c) {
   ENGINE_CHECK(c.device != "cuda", "--world-invariant runs on the CPU for now (--device cpu)");
 }
 
+// What --on-rank-loss continue stands on: one global order and a state any survivor holds whole.
+void validate_rank_loss(const TrainConfig& c) {
+  if (c.on_rank_loss == "stop") return;
+  ENGINE_CHECK(c.world_invariant, "--on-rank-loss continue needs --world-invariant (its global ",
+               "order lets fewer ranks take the same batches)");
+  ENGINE_CHECK(c.zero == 0, "--on-rank-loss continue and --zero 1: a lost rank takes its shard ",
+               "of the optimizer state with it");
+  ENGINE_CHECK(c.accumulate == 1, "--on-rank-loss continue goes on from the last optimizer step; ",
+               "--accumulate ", c.accumulate, " is not covered yet");
+  ENGINE_CHECK(c.backend == "ring", "--on-rank-loss continue regroups our own collectives; ",
+               "--backend ", c.backend, " cannot drop a rank");
+}
+
 }  // namespace
 
 void validate_distributed(const TrainConfig& c) {
   validate_world_invariant(c);
+  validate_rank_loss(c);
   ENGINE_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   ENGINE_CHECK(c.grad_compression == "none" || c.grad_compression == "bf16" ||
                    c.grad_compression == "fp16" || powersgd_rank(c) > 0,

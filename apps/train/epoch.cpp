@@ -49,6 +49,7 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     t.batches = first;
   }
   loss_log_.start(t.loss_sum);
+  keep_boundary(epoch, first);
   // Reads what the steps recorded on the device (outside the steps: at a progress line, a
   // checkpoint and the epoch's end): the loss sum, --plot's per-step losses, --nonfinite stop's
   // queued scans. Returns the last step's loss.
@@ -85,6 +86,7 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
       std::fflush(stdout);
     }
     uploader.done(cur.slot);
+    keep_boundary(epoch, t.next + 1);
     if (!took) ++t.skipped;
     ++t.batches;
     const int64_t images = c_.world_invariant ? c_.batch_size : cur.size * world_;  // all ranks'
@@ -132,6 +134,8 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.skipped_steps = t.skipped;
   r.comm_bytes_per_step = t.steps ? static_cast<double>(t.comm_bytes) / t.steps : 0;
   r.optimizer_state_bytes = static_cast<int64_t>(step_->optimizer().state_bytes());
+  r.world_size = world_;
+  if (elastic_) r.generation = r.world_size_changes = elastic_->changes();
   trace::Scope ts("evaluate", "eval");
   evaluate(*model_, mnist_.test, comm_.get(), device_, c_.world_invariant, &r);
   return r;
@@ -149,6 +153,17 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
   // The file an unsharded run would write (--zero 1: every rank's shards, at rank 0).
   const nn::Optimizer& opt = step_->optimizer().gathered();
   if (rank_ != 0) return;
+  set_position(epoch, batch_in_epoch, std::move(sums));
+  nn::save_training_checkpoint(c_.checkpoint, *model_, opt, pos_);
+}
+
+void Trainer::keep_boundary(int64_t epoch, int64_t batch_in_epoch) {
+  if (!elastic_) return;
+  set_position(epoch, batch_in_epoch, {loss_log_.total()});  // world-invariant: the global sum
+  boundary_.keep(model_->named_buffers(), pos_);
+}
+
+void Trainer::set_position(int64_t epoch, int64_t batch_in_epoch, std::vector<double> sums) {
   pos_.epoch_loss_sums = std::move(sums);
   pos_.epoch = epoch;
   pos_.batch_in_epoch = batch_in_epoch;
@@ -161,7 +176,6 @@ void Trainer::save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss
   pos_.world_invariant = c_.world_invariant;
   // The other replicas' dropout streams, for a bit-exact resume of --mode dp.
   pos_.replica_dropout_offsets = dp_ ? dp_->replica_dropout_offsets() : std::vector<uint64_t>{};
-  nn::save_training_checkpoint(c_.checkpoint, *model_, opt, pos_);
 }
 
 void Trainer::evaluate_only() {

@@ -64,14 +64,20 @@ std::vector<Device> dp_devices(const TrainConfig& c) {
   return devs;
 }
 
+comm::ConnectOptions connect_options(const TrainConfig& c) {
+  comm::ConnectOptions o;
+  o.timeout = comm::Millis(static_cast<int64_t>(c.timeout_s * 1000));
+  o.transport = comm::transport_kind_from_name(c.transport);
+  return o;
+}
+
 // The communicator of this rank, or none when the job is one process.
 std::unique_ptr<comm::Communicator> connect_rank(const TrainConfig& c) {
   comm::InitOptions o;
   o.init_method = c.init_method;
   o.rank = static_cast<int>(c.rank);
   o.world_size = static_cast<int>(c.world_size);
-  o.connect.timeout = comm::Millis(static_cast<int64_t>(c.timeout_s * 1000));
-  o.connect.transport = comm::transport_kind_from_name(c.transport);
+  o.connect = connect_options(c);
   auto comm = comm::join_job(o);
   if (comm) comm->set_algo(comm::algo_from_name(c.algo));
   return comm;
@@ -98,9 +104,58 @@ void Trainer::run() {
   if (!c_.trace.empty() || c_.profile) trace::enable(rank_);
   choose_gpu_step();
   run_start_ = Clock::now();
-  for (int64_t epoch = start_.epoch; epoch < c_.epochs && !steps_done(); ++epoch)
-    end_epoch(epoch, run_epoch(epoch));
-  finish();
+  train();
+}
+
+void Trainer::train() {
+  while (true) {
+    try {
+      for (int64_t e = start_.epoch; e < c_.epochs && (!steps_done() || redo_epoch_end_); ++e) {
+        redo_epoch_end_ = false;
+        end_epoch(e, run_epoch(e));
+        keep_boundary(e + 1, 0);
+      }
+      return finish();
+    } catch (const Error&) {
+      if (!elastic_ || !parallel::Elastic::lost_a_member(comm_.get())) throw;
+    }
+    regroup();
+  }
+}
+
+void Trainer::regroup() {
+  parallel::Regrouped r = elastic_->regroup(*comm_, boundary_.progress());
+  const int source = r.membership.source();
+  std::string state;
+  if (r.membership.rank == source) {  // its last boundary: no partial step
+    boundary_.restore(model_->named_buffers());
+    state = nn::encode_training_checkpoint(*model_, step_->optimizer().gathered(),
+                                           boundary_.position());
+  }
+  retired_ = std::move(comm_);  // step_ refers to it until the state is in
+  comm_ = std::move(r.comm);
+  comm_->set_algo(comm::algo_from_name(c_.algo));
+  const auto t0 = Clock::now();
+  state = parallel::share_state(*comm_, source, std::move(state));
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  step_.reset();
+  retired_.reset();
+  rank_ = comm_->rank();
+  world_ = comm_->size();
+  opt_ = parallel::make_optimizer(optimizer_options(c_), model_->named_parameters());
+  start_ = pos_ = nn::decode_training_checkpoint(state, *model_, *opt_,
+                                                 "rank " + std::to_string(source) + "'s state");
+  dropout_gen_.set_state(dropout_gen_.seed(), pos_.dropout_offset);
+  redo_epoch_end_ = steps_done() && start_.batch_in_epoch > 0;
+  shard_data();
+  progress_ = Progress(rank_, rank_ == 0);
+  trace::instant("regroup: " + std::to_string(world_) + " ranks", "comm");
+  if (rank_ == 0 && !metrics_ && !c_.metrics.empty())
+    metrics_ = std::make_unique<MetricsWriter>(c_.metrics, true);
+  if (rank_ == 0)
+    report::print_regroup({r.lost, r.membership.ids, r.reasons, pos_.step,
+                           r.membership.ids[static_cast<size_t>(source)], state.size(), ms});
+  distribute();
 }
 
 void Trainer::connect() {
@@ -118,6 +173,9 @@ void Trainer::connect() {
                ": start it alone, or use --mode ddp");
   rank_ = comm_ ? comm_->rank() : 0;
   world_ = comm_ ? comm_->size() : 1;
+  if (comm_ && c_.on_rank_loss == "continue")
+    elastic_ = std::make_unique<parallel::Elastic>(comm_->store(), rank_, world_,
+                                                   connect_options(c_));
   threads_ = c_.threads > 0
                  ? static_cast<int>(c_.threads)
                  : default_threads([](const char* v) { return std::getenv(v); }, usable_cores(),
@@ -135,23 +193,7 @@ void Trainer::build() {
     ENGINE_CHECK(s->rows == nn::kModelRows && s->cols == nn::kModelCols, s->images_path, ": ",
                  s->rows, " x ", s->cols, " images; ", c_.model, " needs ", nn::kModelRows, " x ",
                  nn::kModelCols);
-  ENGINE_CHECK(c_.batch_size >= world_, "--batch-size ", c_.batch_size,
-               " is less than the world size ", world_, ": every rank needs an image per step");
-  parallel::ShardOptions so;
-  so.partition = c_.sharding == "partition";
-  so.shuffle = c_.shuffle == "on";
-  so.seed = static_cast<uint64_t>(c_.seed);
-  so.drop_last = c_.drop_last;
-  so.global_batch = c_.world_invariant ? c_.batch_size : 0;
-  shard_ = parallel::RankShard(so, mnist_.train.count, world_, rank_);
-  // The tutorial's bsz = int(128 / float(size)); world-invariant: this rank's whole chunks.
-  batch_ = c_.world_invariant ? shard_.share() : c_.batch_size / world_;
-  if (rank_ == 0 && c_.batch_size % world_ != 0 && !c_.eval_only && !c_.world_invariant)
-    std::printf(
-        "--batch-size %lld does not divide by %d ranks: each rank takes int(%lld / %d) = "
-        "%lld images per step (%lld in all), as the tutorial does\n",
-        static_cast<long long>(c_.batch_size), world_, static_cast<long long>(c_.batch_size),
-        world_, static_cast<long long>(batch_), static_cast<long long>(batch_ * world_));
+  shard_data();
   if (c_.dropout >= 0) model_options_.dropout = static_cast<float>(c_.dropout);
   init_gen_ = Generator(static_cast<uint64_t>(c_.seed));
   // Each rank its own dropout stream; world-invariant: one stream, drawn by global position.
@@ -189,6 +231,26 @@ void Trainer::build() {
     refuse_nonfinite(model_->state_dict(), "--init-from " + c_.init_from);
   }
   opt_ = parallel::make_optimizer(optimizer_options(c_), model_->named_parameters());
+}
+
+void Trainer::shard_data() {
+  ENGINE_CHECK(c_.batch_size >= world_, "--batch-size ", c_.batch_size,
+               " is less than the world size ", world_, ": every rank needs an image per step");
+  parallel::ShardOptions so;
+  so.partition = c_.sharding == "partition";
+  so.shuffle = c_.shuffle == "on";
+  so.seed = static_cast<uint64_t>(c_.seed);
+  so.drop_last = c_.drop_last;
+  so.global_batch = c_.world_invariant ? c_.batch_size : 0;
+  shard_ = parallel::RankShard(so, mnist_.train.count, world_, rank_);
+  // The tutorial's bsz = int(128 / float(size)); world-invariant: this rank's whole chunks.
+  batch_ = c_.world_invariant ? shard_.share() : c_.batch_size / world_;
+  if (rank_ == 0 && c_.batch_size % world_ != 0 && !c_.eval_only && !c_.world_invariant)
+    std::printf(
+        "--batch-size %lld does not divide by %d ranks: each rank takes int(%lld / %d) = "
+        "%lld images per step (%lld in all), as the tutorial does\n",
+        static_cast<long long>(c_.batch_size), world_, static_cast<long long>(c_.batch_size),
+        world_, static_cast<long long>(batch_), static_cast<long long>(batch_ * world_));
 }
 
 // --resume FILE; --resume auto: --checkpoint if rank 0 finds it (every rank follows rank 0's

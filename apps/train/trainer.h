@@ -28,6 +28,7 @@
 #include "nn/data_parallel.h"
 #include "nn/models.h"
 #include "nn/optim.h"
+#include "parallel/elastic.h"
 #include "parallel/loss_log.h"
 #include "parallel/sharding.h"
 #include "parallel/train_step.h"
@@ -66,6 +67,7 @@ class Trainer {
 
   void connect();
   void build();
+  void shard_data();  // shard_ and batch_ for this rank of world_
   void resume();
   void distribute();
   // How CUDA tensors travel (parallel/cuda_collectives.h), its refusals worded with the flags.
@@ -73,6 +75,12 @@ class Trainer {
   void print_world(const std::string& cuda_path) const;
   // ENGINE_CUDA_GRAPH and ENGINE_DATA_ON_DEVICE: the choice, and the line rank 0 prints.
   void choose_gpu_step();
+  // The epochs from start_, then finish; with --on-rank-loss continue, after a lost rank, again
+  // from the last completed step among the survivors (regroup).
+  void train();
+  void regroup();
+  // --on-rank-loss continue: where a regroup goes on from, kept at every step boundary.
+  void keep_boundary(int64_t epoch, int64_t batch_in_epoch);
   EpochTally run_epoch(int64_t epoch);
   void end_epoch(int64_t epoch, const EpochTally& t);
   void finish();
@@ -81,6 +89,8 @@ class Trainer {
   EpochResult epoch_result(int64_t epoch, const EpochTally& t);
   // Every rank calls it (mid-epoch the ranks' loss sums travel to rank 0); rank 0 writes.
   void save_checkpoint(int64_t epoch, int64_t batch_in_epoch, double loss_sum);
+  // pos_ as a checkpoint writes it: where the run goes on from, every generator's state.
+  void set_position(int64_t epoch, int64_t batch_in_epoch, std::vector<double> sums);
   std::string resume_path();
   // --eval-only: the test split on the loaded weights, the test line, nothing trained.
   void evaluate_only();
@@ -113,6 +123,10 @@ class Trainer {
   std::vector<double> step_loss_;                      // --plot: rank 0's loss per step
   std::vector<std::pair<int64_t, double>> epoch_acc_;  // --plot: (step, test accuracy)
   std::chrono::steady_clock::time_point run_start_;
+  std::unique_ptr<parallel::Elastic> elastic_;  // --on-rank-loss continue
+  std::unique_ptr<comm::Communicator> retired_;  // a regroup's old one, until step_ goes
+  parallel::StepBoundary boundary_;
+  bool redo_epoch_end_ = false;  // a regroup came during the end of a run cut by --steps
 };
 
 // Trainer(c).run().

@@ -2,6 +2,8 @@
 #include "comm/health/blame.h"
 
 #include <algorithm>
+#include <regex>
+#include <set>
 
 #include "comm/transport/transport.h"
 #include "core/error.h"
@@ -33,6 +35,15 @@ std::string silent_reason(const Probe& p, ProcState local) {
 }
 
 }  // namespace
+
+std::vector<int> blamed_ranks(const std::string& text) {
+  static const std::regex named(
+      "rank ([0-9]+) is (gone|frozen|unreachable|alive but not progressing)");
+  std::set<int> ranks;
+  for (std::sregex_iterator it(text.begin(), text.end(), named), end; it != end; ++it)
+    ranks.insert(std::stoi((*it)[1].str()));
+  return {ranks.begin(), ranks.end()};
+}
 
 Millis probe_timeout(Millis timeout) {
   return std::clamp(timeout / 2, Millis(500), Millis(2000));

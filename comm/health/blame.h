@@ -47,6 +47,10 @@ class Blamer {
   std::string verdict_;
 };
 
+// The ranks a verdict (or an error carrying one) names as gone, frozen, unreachable or not
+// progressing, ascending and once each; a rank that says it is cut off names nobody.
+std::vector<int> blamed_ranks(const std::string& text);
+
 // How long a health check may take for a communicator with this timeout: half of it, at least
 // 0.5 s and at most 2 s.
 Millis probe_timeout(Millis timeout);

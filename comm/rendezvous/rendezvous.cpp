@@ -184,9 +184,13 @@ InitTarget resolve_init_method(const InitOptions& o) {
                t.world_size);
   // torchrun's static rendezvous: its agent serves the store, every rank is a client.
   t.store = torch_agent_store_from_env(host, port, timeout);
-  // Otherwise rank 0 serves on MASTER_ADDR's interface (every interface only for 0.0.0.0 or ::).
+  // Otherwise rank 0 serves on MASTER_ADDR's interface (every interface only for 0.0.0.0 or ::),
+  // unless our launch serves it (ENGINE_AGENT_STORE=1: launch --on-rank-loss continue, so that
+  // the store outlives any rank).
   const std::string& bind = o.connect.bind_address.empty() ? host : o.connect.bind_address;
-  if (!t.store) t.store = std::make_shared<TcpStore>(host, port, t.rank == 0, timeout, bind);
+  const bool agent = env("ENGINE_AGENT_STORE") && std::string(env("ENGINE_AGENT_STORE")) == "1";
+  if (!t.store)
+    t.store = std::make_shared<TcpStore>(host, port, t.rank == 0 && !agent, timeout, bind);
   return t;
 }
 
@@ -384,8 +388,10 @@ std::unique_ptr<Communicator> connect_communicator(std::shared_ptr<Store> store,
   ENGINE_CHECK(world >= 1 && rank >= 0 && rank < world, "connect_communicator: rank ", rank,
                " of world size ", world);
   const Deadline dl = Deadline::after(o.timeout);
-  const std::string gen = std::to_string(store->add("engine/gen/" + std::to_string(rank), 1));
-  const std::string pre = "engine/" + gen + "/";
+  const std::string pre =
+      !o.meeting.empty()
+          ? o.meeting
+          : "engine/" + std::to_string(store->add("engine/gen/" + std::to_string(rank), 1)) + "/";
 
   Socket listener;
   const RankInfo me = publish(*store, pre, rank, world, o, &listener);

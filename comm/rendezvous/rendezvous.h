@@ -3,7 +3,8 @@
 // Init methods (as torch.distributed):
 //   env://               RANK, WORLD_SIZE (torchrun), else OMPI_COMM_WORLD_RANK / _SIZE (Open MPI),
 //                        else SLURM_PROCID / SLURM_NTASKS (Slurm); MASTER_ADDR and MASTER_PORT name
-//                        the TCP store that rank 0 serves (under srun they are optional: the
+//                        the TCP store that rank 0 serves (our launch serves it instead with
+//                        ENGINE_AGENT_STORE=1; under srun they are optional: the
 //                        first host of the node list, a port from the job id,
 //                        comm/rendezvous/slurm_env.h), or, with TORCHELASTIC_USE_AGENT_STORE=True
 //                        (torchrun's static rendezvous), the c10d TCPStore torchrun's agent serves
@@ -38,6 +39,9 @@ struct ConnectOptions {
   // address is also what peers are told to connect to.
   std::string bind_address;
   size_t segment_bytes = CommOptions{}.segment_bytes;
+  // Where in the store the ranks meet: "" = engine/<n>/, n counting this rank's connects; a
+  // regrouped job (comm/rendezvous/membership.h) names its generation's own place instead.
+  std::string meeting;
 };
 
 struct InitOptions {

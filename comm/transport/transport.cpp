@@ -46,6 +46,11 @@ bool Transport::broken() const {
   return !broken_.empty();
 }
 
+std::string Transport::broken_reason() const {
+  std::lock_guard lk(mu_);
+  return broken_;
+}
+
 std::string Transport::unusable() const {
   return "rank " + std::to_string(rank_) +
          ": the communicator is unusable after an earlier error: " + broken_;

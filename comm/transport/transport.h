@@ -103,6 +103,8 @@ class Transport {
   // Breaks the transport: best-effort Abort frames with the reason, then every channel closed.
   virtual void abort(const std::string& reason) noexcept;
   virtual bool broken() const;
+  // The first error that broke it ("" while it works): names who was lost, when a rank was.
+  std::string broken_reason() const;
 
  private:
   struct PeerLane {  // one (peer, lane)
