@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 
 #include "comm/health/blame.h"
 #include "core/autograd.h"
@@ -71,7 +72,8 @@ Regrouped Elastic::regroup(comm::Communicator& old, int64_t progress) {
   ENGINE_CHECK(!r.lost.empty(), "every member of generation ", m_.generation,
                " is alive, so its error was not a lost rank's: ", r.why);
   for (int id : r.lost) {
-    const int index = static_cast<int>(std::find(m_.ids.begin(), m_.ids.end(), id) - m_.ids.begin());
+    const int index =
+        static_cast<int>(std::find(m_.ids.begin(), m_.ids.end(), id) - m_.ids.begin());
     r.reasons.push_back(loss_reason(r.why, index, next.generation));
   }
   comm::ConnectOptions o = connect_;
@@ -80,6 +82,38 @@ Regrouped Elastic::regroup(comm::Communicator& old, int64_t progress) {
   m_ = next;
   r.membership = m_;
   return r;
+}
+
+Elastic::Handover Elastic::hand_over(comm::Communicator& old, const StepBoundary& b,
+                                     nn::Module& model, const nn::Optimizer& current,
+                                     nn::Optimizer& fresh) {
+  Handover h;
+  h.group = regroup(old, b.progress());
+  while (true) {
+    const int source = h.group.membership.source();
+    h.source = h.group.membership.ids[static_cast<size_t>(source)];
+    std::string state;
+    if (h.group.membership.rank == source) {  // its last boundary: no partial step
+      b.restore(model.named_buffers());
+      state = nn::encode_training_checkpoint(model, current, b.position());
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      state = share_state(*h.group.comm, source, std::move(state));
+    } catch (const Error&) {
+      if (!lost_a_member(h.group.comm.get())) throw;
+      Regrouped again = regroup(*h.group.comm, b.progress());
+      again.lost.insert(again.lost.begin(), h.group.lost.begin(), h.group.lost.end());
+      again.reasons.insert(again.reasons.begin(), h.group.reasons.begin(), h.group.reasons.end());
+      h.group = std::move(again);
+      continue;
+    }
+    h.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    h.bytes = state.size();
+    h.pos = nn::decode_training_checkpoint(state, model, fresh,
+                                           "rank " + std::to_string(h.source) + "'s state");
+    return h;
+  }
 }
 
 uint64_t state_digest(const std::string& bytes) {
@@ -92,8 +126,7 @@ uint64_t state_digest(const std::string& bytes) {
 }
 
 std::string share_state(comm::Communicator& c, int root, std::string bytes) {
-  int64_t head[2] = {static_cast<int64_t>(bytes.size()),
-                     static_cast<int64_t>(state_digest(bytes))};
+  int64_t head[2] = {static_cast<int64_t>(bytes.size()), static_cast<int64_t>(state_digest(bytes))};
   c.broadcast(head, 2, DType::I64, root);
   ENGINE_CHECK(head[0] >= 0, "rank ", root, "'s state: a size of ", head[0], " bytes");
   bytes.resize(static_cast<size_t>(head[0]));

@@ -18,6 +18,7 @@
 #include "comm/rendezvous/rendezvous.h"
 #include "nn/checkpoint.h"
 #include "nn/module.h"
+#include "nn/optim.h"
 
 namespace engine::parallel {
 
@@ -44,7 +45,7 @@ struct Regrouped {
   comm::Membership membership;
   std::vector<int> lost;             // ids of the members left out
   std::vector<std::string> reasons;  // why each was lost ("its process exited")
-  std::string why;        // what ended the old generation (its first error)
+  std::string why;                   // what ended the old generation (its first error)
 };
 
 class Elastic {
@@ -62,6 +63,20 @@ class Elastic {
   // member was lost after all (the old generation's error was not a lost rank's), or when the
   // store is gone.
   Regrouped regroup(comm::Communicator& old, int64_t progress);
+
+  // regroup, then every member takes the source's state at its last boundary (b), streamed over
+  // the new communicator: `model` and `fresh` (an optimizer over model's parameters, as built)
+  // end as the source's; `current` is this member's optimizer now. A member lost during the
+  // transfer starts another regroup (the transfer changes nothing until it is whole).
+  struct Handover {
+    Regrouped group;
+    nn::TrainPosition pos;  // where every member goes on from
+    int source = 0;         // the id whose state they took
+    size_t bytes = 0;
+    double ms = 0;  // the transfer's
+  };
+  Handover hand_over(comm::Communicator& old, const StepBoundary& b, nn::Module& model,
+                     const nn::Optimizer& current, nn::Optimizer& fresh);
 
   const comm::Membership& membership() const { return m_; }
   int64_t changes() const { return m_.generation; }

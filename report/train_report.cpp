@@ -88,10 +88,10 @@ void print_regroup(const Regroup& g) {
     if (i) ids += ", ";
     ids += std::to_string(g.ids[i]);
   }
-  std::printf("Ranks %s go on as ranks 0 .. %d from rank %d's state at step %lld (%.1f MB in %.0f "
-              "ms)\n",
-              ids.c_str(), world - 1, g.source, static_cast<long long>(g.step), g.bytes / 1e6,
-              g.ms);
+  std::printf(
+      "Ranks %s go on as ranks 0 .. %d from rank %d's state at step %lld (%.1f MB in %.0f "
+      "ms)\n",
+      ids.c_str(), world - 1, g.source, static_cast<long long>(g.step), g.bytes / 1e6, g.ms);
   std::fflush(stdout);
 }
 

@@ -124,27 +124,15 @@ void Trainer::train() {
 }
 
 void Trainer::regroup() {
-  parallel::Regrouped r = elastic_->regroup(*comm_, boundary_.progress());
-  const int source = r.membership.source();
-  std::string state;
-  if (r.membership.rank == source) {  // its last boundary: no partial step
-    boundary_.restore(model_->named_buffers());
-    state = nn::encode_training_checkpoint(*model_, step_->optimizer().gathered(),
-                                           boundary_.position());
-  }
-  retired_ = std::move(comm_);  // step_ refers to it until the state is in
-  comm_ = std::move(r.comm);
+  opt_ = parallel::make_optimizer(optimizer_options(c_), model_->named_parameters());
+  parallel::Elastic::Handover h =
+      elastic_->hand_over(*comm_, boundary_, *model_, step_->optimizer().gathered(), *opt_);
+  step_.reset();  // its reducer refers to the old communicator
+  comm_ = std::move(h.group.comm);
   comm_->set_algo(comm::algo_from_name(c_.algo));
-  const auto t0 = Clock::now();
-  state = parallel::share_state(*comm_, source, std::move(state));
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  step_.reset();
-  retired_.reset();
   rank_ = comm_->rank();
   world_ = comm_->size();
-  opt_ = parallel::make_optimizer(optimizer_options(c_), model_->named_parameters());
-  start_ = pos_ = nn::decode_training_checkpoint(state, *model_, *opt_,
-                                                 "rank " + std::to_string(source) + "'s state");
+  start_ = pos_ = h.pos;
   dropout_gen_.set_state(dropout_gen_.seed(), pos_.dropout_offset);
   redo_epoch_end_ = steps_done() && start_.batch_in_epoch > 0;
   shard_data();
@@ -153,8 +141,8 @@ void Trainer::regroup() {
   if (rank_ == 0 && !metrics_ && !c_.metrics.empty())
     metrics_ = std::make_unique<MetricsWriter>(c_.metrics, true);
   if (rank_ == 0)
-    report::print_regroup({r.lost, r.membership.ids, r.reasons, pos_.step,
-                           r.membership.ids[static_cast<size_t>(source)], state.size(), ms});
+    report::print_regroup({h.group.lost, h.group.membership.ids, h.group.reasons, pos_.step,
+                           h.source, h.bytes, h.ms});
   distribute();
 }
 
@@ -174,8 +162,8 @@ void Trainer::connect() {
   rank_ = comm_ ? comm_->rank() : 0;
   world_ = comm_ ? comm_->size() : 1;
   if (comm_ && c_.on_rank_loss == "continue")
-    elastic_ = std::make_unique<parallel::Elastic>(comm_->store(), rank_, world_,
-                                                   connect_options(c_));
+    elastic_ =
+        std::make_unique<parallel::Elastic>(comm_->store(), rank_, world_, connect_options(c_));
   threads_ = c_.threads > 0
                  ? static_cast<int>(c_.threads)
                  : default_threads([](const char* v) { return std::getenv(v); }, usable_cores(),

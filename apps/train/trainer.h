@@ -124,7 +124,6 @@ class Trainer {
   std::vector<std::pair<int64_t, double>> epoch_acc_;  // --plot: (step, test accuracy)
   std::chrono::steady_clock::time_point run_start_;
   std::unique_ptr<parallel::Elastic> elastic_;  // --on-rank-loss continue
-  std::unique_ptr<comm::Communicator> retired_;  // a regroup's old one, until step_ goes
   parallel::StepBoundary boundary_;
   bool redo_epoch_end_ = false;  // a regroup came during the end of a run cut by --steps
 };

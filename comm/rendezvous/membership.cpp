@@ -164,15 +164,15 @@ Membership regroup(Store& store, const Membership& old, int64_t progress,
   try {
     store.wait({pre + "members"}, std::max(dl.remaining(), Millis(1)));
   } catch (const TimeoutError&) {
-    throw TimeoutError(detail::concat("member ", me, ": generation ", g, " was not closed within ",
-                                      seconds_str(window + timeout), " (its closer, the first member to ",
-                                      "register, never published the members) through ",
-                                      store.describe()));
+    throw TimeoutError(
+        detail::concat("rank ", me, ": generation ", g, " was not closed within ",
+                       seconds_str(window + timeout), " (its closer, the first member to ",
+                       "register, never published the members) through ", store.describe()));
   }
   Membership m = decode_members(store.get(pre + "members"), g);
   const auto it = std::find(m.ids.begin(), m.ids.end(), me);
   if (it == m.ids.end())
-    throw FencedError(detail::concat("member ", me, " was fenced: generation ", g,
+    throw FencedError(detail::concat("rank ", me, " was fenced: generation ", g,
                                      " went on without it (members ", id_list(m.ids),
                                      "); it leaves without touching their state"));
   m.rank = static_cast<int>(it - m.ids.begin());

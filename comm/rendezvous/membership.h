@@ -8,9 +8,9 @@
 //   elastic/<g+1>/closer       an add() counter: the member that takes 1 closes the generation
 //   elastic/<g+1>/members      "<id>:<progress>,<id>:<progress>,...": the closer's decision, final
 // Every survivor registers; the closer waits until every member of g has registered or been seen
-// lost by a registered member, or at most min(timeout, 5 s), and publishes who registered. A member not in
-// the list (it came back after it was fenced: SIGCONT, a healed link) gets FencedError and must
-// leave without touching the others' state.
+// lost by a registered member, or at most min(timeout, 5 s), and publishes who registered. A member
+// not in the list (it came back after it was fenced: SIGCONT, a healed link) gets FencedError and
+// must leave without touching the others' state.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -25,11 +25,11 @@ namespace engine::comm {
 
 struct Membership {
   int64_t generation = 0;
-  std::vector<int> ids;        // ascending
+  std::vector<int> ids;  // ascending
   // Each member's progress when it registered: how many step boundaries it had passed (steps
   // completed, epochs ended), equal on members that stand at the same point; generation 0: zeros.
   std::vector<int64_t> progress;
-  int rank = -1;               // this member's index in ids
+  int rank = -1;  // this member's index in ids
 
   int world() const { return static_cast<int>(ids.size()); }
   int id() const { return ids.at(static_cast<size_t>(rank)); }

@@ -30,8 +30,8 @@ std::vector<Outcome> regroup_all(Store& store, const Membership& old, const std:
   for (size_t i = 0; i < ids.size(); ++i)
     ts.emplace_back([&, i] {
       Membership me = old;
-      me.rank = static_cast<int>(
-          std::find(old.ids.begin(), old.ids.end(), ids[i]) - old.ids.begin());
+      me.rank =
+          static_cast<int>(std::find(old.ids.begin(), old.ids.end(), ids[i]) - old.ids.begin());
       const auto t0 = Clock::now();
       try {
         out[i].m = regroup(store, me, steps[i], lost, timeout);
@@ -85,7 +85,7 @@ TEST(Membership, ALateMemberIsFenced) {
     regroup(store, late, 7, {}, Millis(2000));
     FAIL() << "a fenced member joined";
   } catch (const FencedError& e) {
-    EXPECT_NE(std::string(e.what()).find("member 2 was fenced: generation 1 went on without it"),
+    EXPECT_NE(std::string(e.what()).find("rank 2 was fenced: generation 1 went on without it"),
               std::string::npos)
         << e.what();
   }
@@ -115,8 +115,7 @@ TEST(Membership, ABrokenDecisionInTheStoreIsNamed) {
     regroup(store, g0, 1, {}, Millis(1000));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("generation 1's members"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("generation 1's members"), std::string::npos) << e.what();
   }
 }
 

@@ -1,0 +1,150 @@
+// tests/apps/test_rank_loss.cpp: `train --on-rank-loss continue` under `launch --on-rank-loss
+// continue` (issue 37). Four ranks of the net (dropout) in the world-invariant mode; one rank is
+// SIGKILLed at a chosen moment (right after the n-th checkpoint write, or on a progress line), two
+// at once, or frozen with SIGSTOP: the survivors regroup without restarting, launch exits 0, and
+// the weights saved are byte for byte those of an undisturbed run. A fenced rank that comes back
+// (ranks started by hand) leaves with one line and exit 1; what the mode does not cover is refused.
+#include <signal.h>
+
+#include <regex>
+
+#include "tests/apps/job_control.h"
+#include "tests/apps/train_fixture.h"
+
+using namespace engine;
+using namespace engine::testing;
+
+namespace {
+
+class RankLoss : public TrainTest {
+ protected:
+  // 512 images, batch 64 (4 chunks of 16): 8 steps an epoch, 6 epochs; a checkpoint every 4.
+  std::string train_line(const std::string& save, double timeout_s = 60) const {
+    return kTrain + " --model net --epochs 6 --batch-size 64 --threads 1 --world-invariant " +
+           "--on-rank-loss continue --timeout " + std::to_string(timeout_s) + " --data-dir " +
+           data_ + " --checkpoint " + path("ck.safetensors") + " --checkpoint-every 4 --save " +
+           save;
+  }
+  std::vector<std::string> launched(const std::string& save, double timeout_s = 60) const {
+    return words(kLaunchBin + " --nproc-per-node 4 --on-rank-loss continue --master-port " +
+                 std::to_string(port()) + " -- " + train_line(save, timeout_s));
+  }
+  // The undisturbed run's weights, once per test (one process: the same bits as four).
+  const std::string& reference() {
+    if (reference_.empty()) {
+      reference_ = path("plain.safetensors");
+      RunResult r = run(train_line(reference_));
+      EXPECT_EQ(r.code, 0) << r.output;
+      fs::remove(path("ck.safetensors"));
+    }
+    return reference_;
+  }
+  // The job, started, at the moment: after `writes` checkpoint writes.
+  void reach(Job& job, int writes) {
+    WriteWatch watch(dir_.string(), "ck.safetensors");
+    ASSERT_TRUE(watch.wait_for_writes(writes, job, 60)) << job.output();
+  }
+  void signal_rank(Job& job, int rank, int sig) {
+    const pid_t p = find_rank(job.pid(), rank);
+    ASSERT_GT(p, 0) << "rank " << rank << " not found\n" << job.output();
+    ASSERT_EQ(::kill(p, sig), 0);
+  }
+  // The job ended well: exit 0, no rank started again, the undisturbed weights.
+  void expect_same_end(Job& job, const std::string& save) {
+    ASSERT_EQ(job.finish(120), 0) << job.output();
+    EXPECT_EQ(job.output().find("Resumed from"), std::string::npos) << job.output();
+    EXPECT_NE(job.output().find("lost at step"), std::string::npos) << job.output();
+    EXPECT_EQ(read_text(reference()), read_text(save))
+        << "the weights differ from the undisturbed run's\n"
+        << job.output();
+    fs::remove(save);
+    fs::remove(path("ck.safetensors"));
+  }
+  std::string reference_;
+};
+
+}  // namespace
+
+// Twenty moments: right after each of the first ten checkpoint writes (steps 4, 8, 12, ...: the
+// even ones at an epoch's end), two ranks each, every rank in turn (rank 0, which writes them and
+// prints, included); the kill lands between steps, inside a collective or in the evaluation.
+TEST_F(RankLoss, AKilledRankAtTwentyMomentsEndsOnTheUndisturbedBytes) {
+  reference();
+  std::vector<std::pair<int, int>> moments;
+  for (int i = 0; i < 20; ++i) moments.emplace_back(i % 4, 1 + i / 2);
+  for (const auto& [rank, writes] : moments) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + " killed after write " + std::to_string(writes));
+    const std::string save = path("lost.safetensors");
+    Job job(launched(save));
+    reach(job, writes);
+    signal_rank(job, rank, SIGKILL);
+    expect_same_end(job, save);
+  }
+}
+
+TEST_F(RankLoss, TwoRanksLostAtOnce) {
+  const std::string save = path("two.safetensors");
+  Job job(launched(save));
+  reach(job, 2);
+  signal_rank(job, 1, SIGKILL);
+  signal_rank(job, 3, SIGKILL);
+  expect_same_end(job, save);
+  EXPECT_NE(job.output().find("continuing with 2 ranks"), std::string::npos) << job.output();
+}
+
+// A frozen rank is named after --timeout, left out, and ended by launch (it never exits by
+// itself); the others go on within --timeout + 2 s.
+TEST_F(RankLoss, AFrozenRankIsFencedAndEndedByLaunch) {
+  const std::string save = path("frozen.safetensors");
+  Job job(launched(save, 2));
+  reach(job, 2);
+  const auto t0 = Clock::now();
+  signal_rank(job, 2, SIGSTOP);
+  ASSERT_TRUE(job.wait_for_output(" go on as ranks", 30)) << job.output();
+  EXPECT_LT(since(t0), 2 + 2 + 1.0) << job.output();
+  expect_same_end(job, save);
+  EXPECT_NE(job.output().find("rank 2 lost at step"), std::string::npos) << job.output();
+  EXPECT_NE(job.output().find("SIGSTOP"), std::string::npos) << job.output();
+  EXPECT_NE(job.output().find("was left out of generation 1 (fenced); ending it"),
+            std::string::npos)
+      << job.output();
+}
+
+// Ranks started by hand (rank 0 serves the store): a frozen rank that resumes after the others
+// went on without it leaves with one line, exit 1; they finish.
+TEST_F(RankLoss, AFencedRankThatComesBackLeavesWithOneLine) {
+  const std::string init = " --init-method tcp://127.0.0.1:" + std::to_string(port()) +
+                           " --world-size 3 --transport tcp --rank ";
+  std::vector<std::unique_ptr<Job>> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(std::make_unique<Job>(words(
+        train_line(path("r" + std::to_string(r) + ".safetensors"), 2) + init + std::to_string(r))));
+  WriteWatch watch(dir_.string(), "ck.safetensors");
+  ASSERT_TRUE(watch.wait_for_writes(1, *ranks[0], 60)) << ranks[0]->output();
+  ASSERT_EQ(::kill(ranks[2]->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(ranks[0]->wait_for_output(" go on as ranks", 30)) << ranks[0]->output();
+  ASSERT_EQ(::kill(ranks[2]->pid(), SIGCONT), 0);
+  EXPECT_EQ(ranks[2]->finish(60), 1) << ranks[2]->output();
+  EXPECT_NE(ranks[2]->output().find("rank 2 was fenced: generation 1 went on without it"),
+            std::string::npos)
+      << ranks[2]->output();
+  EXPECT_EQ(ranks[0]->finish(120), 0) << ranks[0]->output();
+  EXPECT_EQ(ranks[1]->finish(120), 0) << ranks[1]->output();
+  EXPECT_EQ(read_text(reference()), read_text(path("r0.safetensors")));
+}
+
+TEST_F(RankLoss, WhatItDoesNotCoverIsRefused) {
+  for (const std::string& bad :
+       {std::string(" --on-rank-loss continue"),
+        std::string(" --on-rank-loss continue --world-invariant --zero 1"),
+        std::string(" --on-rank-loss continue --world-invariant --accumulate 2"),
+        std::string(" --on-rank-loss continue --world-invariant --backend mpi"),
+        std::string(" --on-rank-loss sometimes")}) {
+    RunResult r = run(kTrain + " --model linear --steps 1 --threads 1 --data-dir " + data_ + bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--on-rank-loss"), std::string::npos) << bad << "\n" << r.output;
+  }
+  RunResult r = run(kLaunchBin + " --nproc-per-node 2 --on-rank-loss continue --max-restarts 1 " +
+                    "-- /bin/true");
+  EXPECT_EQ(r.code, 2) << r.output;
+}
