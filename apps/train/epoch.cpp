@@ -38,8 +38,7 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
   loader.set_indices_only(device_data_ != nullptr);  // data on the device: it gathers
   loader.start_epoch(epoch);
   data::Batch b;
-  for (int64_t i = 0; i < first && loader.next(&b); ++i) {
-  }  // batches a resumed run has already trained on
+  for (int64_t i = 0; i < first && loader.next(&b);) ++i;  // batches a resumed run trained on
   EpochTally t;
   t.total = loader.batches_per_epoch();
   if (const double* sum = first > 0 ? parallel::resumed_loss_sum(start_.epoch_loss_sums,
