@@ -32,18 +32,6 @@ void StepBoundary::restore(const nn::NamedTensors& buffers) const {
   }
 }
 
-Elastic::Elastic(std::shared_ptr<comm::Store> store, int rank, int world,
-                 comm::ConnectOptions connect)
-    : store_(std::move(store)),
-      connect_(std::move(connect)),
-      m_(comm::initial_membership(rank, world)) {
-  ENGINE_CHECK(store_, "--on-rank-loss continue needs the job's store (a rendezvous through one)");
-}
-
-bool Elastic::lost_a_member(comm::Communicator* c) {
-  return c != nullptr && c->transport().broken();
-}
-
 namespace {
 
 // Why the old generation's error says rank `index` stopped: "its process exited", from "rank 2 is
@@ -61,59 +49,141 @@ std::string loss_reason(const std::string& why, int index, int64_t generation) {
 
 }  // namespace
 
-Regrouped Elastic::regroup(comm::Communicator& old, int64_t progress) {
-  Regrouped r;
-  r.why = old.transport().broken_reason();
-  std::vector<int> seen;  // the ranks the old generation's error names, as ids
-  for (int index : comm::blamed_ranks(r.why))
-    if (index >= 0 && index < m_.world() && index != m_.rank) seen.push_back(m_.ids[index]);
-  comm::Membership next = comm::regroup(*store_, m_, progress, seen, connect_.timeout);
-  r.lost = next.lost_since(m_);
-  ENGINE_CHECK(!r.lost.empty(), "every member of generation ", m_.generation,
-               " is alive, so its error was not a lost rank's: ", r.why);
-  for (int id : r.lost) {
-    const int index =
-        static_cast<int>(std::find(m_.ids.begin(), m_.ids.end(), id) - m_.ids.begin());
-    r.reasons.push_back(loss_reason(r.why, index, next.generation));
-  }
-  comm::ConnectOptions o = connect_;
-  o.meeting = "elastic/" + std::to_string(next.generation) + "/engine/";
-  r.comm = comm::connect_communicator(store_, next.rank, next.world(), o);
-  m_ = next;
-  r.membership = m_;
-  return r;
+Elastic::Elastic(std::shared_ptr<comm::Store> store, int rank, int world,
+                 comm::ConnectOptions connect)
+    : store_(std::move(store)),
+      connect_(std::move(connect)),
+      m_(comm::initial_membership(rank, world)),
+      world0_(world) {
+  ENGINE_CHECK(store_, "--on-rank-loss continue needs the job's store (a rendezvous through one)");
+  if (rank == 0) comm::mark_running(*store_);
 }
 
-Elastic::Handover Elastic::hand_over(comm::Communicator& old, const StepBoundary& b,
-                                     nn::Module& model, const nn::Optimizer& current,
-                                     nn::Optimizer& fresh) {
+Elastic::Elastic(std::shared_ptr<comm::Store> store, int world0, comm::ConnectOptions connect,
+                 comm::Membership admitted)
+    : store_(std::move(store)),
+      connect_(std::move(connect)),
+      m_(std::move(admitted)),
+      world0_(world0),
+      changes_(m_.generation) {
+  next_ = m_;
+}
+
+std::optional<comm::Membership> Elastic::await(comm::Store& store, int id, comm::Millis timeout) {
+  return comm::await_admission(store, id, timeout);
+}
+
+bool Elastic::lost_a_member(comm::Communicator* c) {
+  return c != nullptr && c->transport().broken();
+}
+
+comm::Membership Elastic::next_after(const std::string& why, int64_t progress, Regrouped& into) {
+  std::vector<int> seen;  // the ranks the failed generation's error names, as ids
+  for (int index : comm::blamed_ranks(why))
+    if (index >= 0 && index < m_.world() && index != m_.rank) seen.push_back(m_.ids[index]);
+  comm::Membership next = comm::regroup(*store_, m_, progress, seen, connect_.timeout);
+  const std::vector<int> lost = next.lost_since(m_);
+  ENGINE_CHECK(!lost.empty(), "every member of generation ", m_.generation,
+               " is alive, so its error was not a lost rank's: ", why);
+  into.why = why;
+  for (int id : lost) {
+    const auto at = std::find(m_.ids.begin(), m_.ids.end(), id) - m_.ids.begin();
+    into.lost.push_back(id);
+    into.reasons.push_back(loss_reason(why, static_cast<int>(at), next.generation));
+  }
+  return next;
+}
+
+std::unique_ptr<comm::Communicator> Elastic::connect_generation(const comm::Membership& next) {
+  if (next.world() != m_.world()) ++changes_;
+  m_ = next;
+  comm::ConnectOptions o = connect_;
+  o.meeting = "elastic/" + std::to_string(next.generation) + "/engine/";
+  // Every member was alive a moment ago: a long wait here means one was lost meanwhile.
+  o.timeout = std::min(connect_.timeout, comm::Millis(10000));
+  return comm::connect_communicator(store_, next.rank, next.world(), o);
+}
+
+Elastic::Handover Elastic::take_state(comm::Membership next, Regrouped group, const StepBoundary* b,
+                                      nn::Module& model, const nn::Optimizer* current,
+                                      nn::Optimizer& fresh) {
+  const int64_t progress = b ? b->progress() : -1;
   Handover h;
-  h.group = regroup(old, b.progress());
+  h.group = std::move(group);
+  const std::vector<int> before = m_.ids;
   while (true) {
-    const int source = h.group.membership.source();
-    h.source = h.group.membership.ids[static_cast<size_t>(source)];
+    try {
+      h.group.comm = connect_generation(next);
+    } catch (const Error& e) {  // a member lost before it connected (a newcomer, say)
+      next = next_after(e.what(), progress, h.group);
+      continue;
+    }
+    const int source = m_.source();
+    h.source = m_.ids[static_cast<size_t>(source)];
     std::string state;
-    if (h.group.membership.rank == source) {  // its last boundary: no partial step
-      b.restore(model.named_buffers());
-      state = nn::encode_training_checkpoint(model, current, b.position());
+    if (m_.rank == source) {  // its last boundary: no partial step
+      b->restore(model.named_buffers());
+      state = nn::encode_training_checkpoint(model, *current, b->position());
     }
     const auto t0 = std::chrono::steady_clock::now();
     try {
       state = share_state(*h.group.comm, source, std::move(state));
     } catch (const Error&) {
       if (!lost_a_member(h.group.comm.get())) throw;
-      Regrouped again = regroup(*h.group.comm, b.progress());
-      again.lost.insert(again.lost.begin(), h.group.lost.begin(), h.group.lost.end());
-      again.reasons.insert(again.reasons.begin(), h.group.reasons.begin(), h.group.reasons.end());
-      h.group = std::move(again);
+      next = next_after(h.group.comm->transport().broken_reason(), progress, h.group);
       continue;
     }
     h.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     h.bytes = state.size();
     h.pos = nn::decode_training_checkpoint(state, model, fresh,
                                            "rank " + std::to_string(h.source) + "'s state");
+    h.group.membership = m_;
+    for (int id : m_.ids)
+      if (std::find(before.begin(), before.end(), id) == before.end()) h.group.joined.push_back(id);
     return h;
   }
+}
+
+Elastic::Handover Elastic::hand_over(comm::Communicator& old, const StepBoundary& b,
+                                     nn::Module& model, const nn::Optimizer& current,
+                                     nn::Optimizer& fresh) {
+  Regrouped group;
+  comm::Membership next = next_after(old.transport().broken_reason(), b.progress(), group);
+  return take_state(std::move(next), std::move(group), &b, model, &current, fresh);
+}
+
+bool Elastic::admissions_due(comm::Communicator& c, int64_t progress) {
+  if (m_.world() >= world0_) return false;
+  int64_t admitting = 0;
+  if (m_.rank == 0) {
+    const std::vector<int> asks = comm::joiners(*store_, m_, world0_);
+    if (!asks.empty()) next_ = comm::admit(*store_, m_, asks, progress);
+    admitting = !asks.empty() && next_ ? 1 : 0;
+  }
+  c.broadcast(&admitting, 1, DType::I64, 0);
+  if (admitting && m_.rank != 0) next_ = comm::admitted(*store_, m_, connect_.timeout);
+  return admitting != 0;
+}
+
+Elastic::Handover Elastic::admit(const StepBoundary& b, nn::Module& model,
+                                 const nn::Optimizer& current, nn::Optimizer& fresh) {
+  ENGINE_CHECK(next_, "Elastic::admit without an admission (admissions_due)");
+  comm::Membership next = *next_;
+  next_.reset();
+  return take_state(std::move(next), {}, &b, model, &current, fresh);
+}
+
+Elastic::Handover Elastic::arrive(nn::Module& model, nn::Optimizer& fresh) {
+  ENGINE_CHECK(next_, "Elastic::arrive: this process was not admitted");
+  comm::Membership next = *next_;
+  next_.reset();
+  m_ = comm::Membership{};  // a newcomer was in no generation before
+  changes_ = next.generation - 1;
+  return take_state(std::move(next), {}, nullptr, model, nullptr, fresh);
+}
+
+void Elastic::finish(int rank) {
+  if (rank == 0) comm::mark_done(*store_);
 }
 
 uint64_t state_digest(const std::string& bytes) {

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,35 +40,44 @@ class StepBoundary {
   std::vector<Tensor> copies_;
 };
 
+// Thrown at a step boundary when the members admit newcomers (Elastic::admissions_due): the
+// trainer leaves the epoch and calls Elastic::admit. Not an engine::Error.
+struct Admission {};
+
 // One membership change, for the line rank 0 prints and --metrics.
 struct Regrouped {
   std::unique_ptr<comm::Communicator> comm;
   comm::Membership membership;
   std::vector<int> lost;             // ids of the members left out
   std::vector<std::string> reasons;  // why each was lost ("its process exited")
+  std::vector<int> joined;           // ids of the newcomers admitted
   std::string why;                   // what ended the old generation (its first error)
 };
 
 class Elastic {
  public:
-  // The job's store (it must outlive any one rank: served by launch, not by a training rank), this
-  // process's rank of generation 0, and how the members connect again.
+  // A member of generation 0: the job's store (it must outlive any one rank: served by launch,
+  // not by a training rank), this process's rank, the world, and how members connect again.
+  // Rank 0 marks the job running (comm::mark_running).
   Elastic(std::shared_ptr<comm::Store> store, int rank, int world, comm::ConnectOptions connect);
+  // A newcomer admitted into `admitted` (await) of a job of `world0` ranks.
+  Elastic(std::shared_ptr<comm::Store> store, int world0, comm::ConnectOptions connect,
+          comm::Membership admitted);
+  // A newcomer of `id` asks to join and waits; nullopt when the job finished first.
+  static std::optional<comm::Membership> await(comm::Store& store, int id, comm::Millis timeout);
 
   // True when c failed because the job lost a member: its transport is broken. (Any other error,
   // a bad input or a mismatch, ends the job as before.)
   static bool lost_a_member(comm::Communicator* c);
 
-  // The survivors' next generation, connected; `progress` this member's (StepBoundary). Throws
-  // comm::FencedError when the others went on without this member, engine::Error when no
-  // member was lost after all (the old generation's error was not a lost rank's), or when the
-  // store is gone.
-  Regrouped regroup(comm::Communicator& old, int64_t progress);
-
-  // regroup, then every member takes the source's state at its last boundary (b), streamed over
-  // the new communicator: `model` and `fresh` (an optimizer over model's parameters, as built)
-  // end as the source's; `current` is this member's optimizer now. A member lost during the
-  // transfer starts another regroup (the transfer changes nothing until it is whole).
+  // After `old` failed: the survivors regroup into the next generation, connect, and every
+  // member takes the source's state at its last boundary (b), streamed over the new communicator:
+  // `model` and `fresh` (an optimizer over model's parameters, as built) end as the source's;
+  // `current` is this member's optimizer now. A member lost while they connect or during the
+  // transfer starts another regroup (the transfer changes nothing until it is whole). Throws
+  // comm::FencedError when the others went on without this member, engine::Error when no member
+  // was lost after all (the old generation's error was not a lost rank's), or when the store is
+  // gone.
   struct Handover {
     Regrouped group;
     nn::TrainPosition pos;  // where every member goes on from
@@ -78,13 +88,40 @@ class Elastic {
   Handover hand_over(comm::Communicator& old, const StepBoundary& b, nn::Module& model,
                      const nn::Optimizer& current, nn::Optimizer& fresh);
 
+  // At a step boundary while members are missing: rank 0 looks for newcomers in the store and,
+  // finding some, publishes the next generation with them; true on every member when it did
+  // (one 8-byte broadcast). False, with no collective, while the job has all its ranks.
+  bool admissions_due(comm::Communicator& c, int64_t progress);
+  // After admissions_due: the members and the newcomers connect, and the newcomers take the
+  // source's state at b (as hand_over).
+  Handover admit(const StepBoundary& b, nn::Module& model, const nn::Optimizer& current,
+                 nn::Optimizer& fresh);
+  // The newcomer's side: connects with the members and takes the source's state.
+  Handover arrive(nn::Module& model, nn::Optimizer& fresh);
+  // Rank 0 at the job's end: newcomers still waiting leave.
+  void finish(int rank);
+
   const comm::Membership& membership() const { return m_; }
-  int64_t changes() const { return m_.generation; }
+  // Changes of the world size so far (losses and admissions).
+  int64_t changes() const { return changes_; }
 
  private:
+  // The generation after the current one failed with `why` (the survivors' regroup through the
+  // store); the ids lost and why, added to `into`.
+  comm::Membership next_after(const std::string& why, int64_t progress, Regrouped& into);
+  // Makes `next` current and connects its members.
+  std::unique_ptr<comm::Communicator> connect_generation(const comm::Membership& next);
+  // Connects `next` and hands the source's state to every member, regrouping as often as
+  // members are lost on the way.
+  Handover take_state(comm::Membership next, Regrouped group, const StepBoundary* b,
+                      nn::Module& model, const nn::Optimizer* current, nn::Optimizer& fresh);
+
   std::shared_ptr<comm::Store> store_;
   comm::ConnectOptions connect_;
   comm::Membership m_;
+  int world0_ = 0;
+  int64_t changes_ = 0;
+  std::optional<comm::Membership> next_;  // published by admissions_due
 };
 
 // Every member of c ends with `root`'s bytes (`bytes` on root; ignored elsewhere): their size and

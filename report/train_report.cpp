@@ -83,6 +83,12 @@ void print_regroup(const Regroup& g) {
   for (size_t i = 0; i < g.lost.size(); ++i)
     std::printf("rank %d lost at step %lld (%s): continuing with %d rank%s\n", g.lost[i],
                 static_cast<long long>(g.step), g.reasons[i].c_str(), world, world == 1 ? "" : "s");
+  for (int id : g.joined)
+    std::printf(
+        "rank %d re-admitted at step %lld from rank %d's state (%.1f MB in %.0f ms): %d "
+        "rank%s\n",
+        id, static_cast<long long>(g.step), g.source, g.bytes / 1e6, g.ms, world,
+        world == 1 ? "" : "s");
   std::string ids;
   for (size_t i = 0; i < g.ids.size(); ++i) {
     if (i) ids += ", ";

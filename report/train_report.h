@@ -52,11 +52,12 @@ void print_epoch(int rank, const EpochResult& r);
 void print_test_line(const EpochResult& r);
 
 // A membership change (train --on-rank-loss continue), one line per lost rank, as "rank 2 lost at
-// step 41 (its process exited): continuing with 3 ranks", then who goes on from whose state.
+// step 41 (its process exited): continuing with 3 ranks", one per newcomer, as "rank 2 re-admitted
+// at step 47 from rank 0's state (1.7 MB in 4 ms): 4 ranks", then who goes on from whose state.
 // lost, reasons: ids (first ranks) of the lost members and why; ids: the members now, whose rank
 // is their index; source: the id whose state (bytes, streamed in ms) every member took.
 struct Regroup {
-  std::vector<int> lost, ids;
+  std::vector<int> lost, joined, ids;
   std::vector<std::string> reasons;
   int64_t step = 0;
   int source = 0;

@@ -255,6 +255,7 @@ void Supervisor::reap() {
       if (lost_code_ == 0) lost_code_ = exit_code_of(status);
       note("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " +
            describe_exit(status) + "; the others go on (--on-rank-loss continue)");
+      if (WIFSIGNALED(status)) replace(r);
       continue;
     }
     failed_ = true;
@@ -306,14 +307,35 @@ void Supervisor::end_fenced() {
     return;
   }
   if (!ids) return;
-  for (const Rank& r : ranks_) {
-    if (!r.running || std::find(ids->begin(), ids->end(), r.rank) != ids->end()) continue;
+  for (Rank& r : ranks_) {
+    const bool in = std::find(ids->begin(), ids->end(), r.rank) != ids->end();
+    if (in) r.member = true;  // a replacement's admission
+    if (!r.running || in || !r.member) continue;
     note("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) +
          ") was left out of generation " + std::to_string(next_generation_) +
          " (fenced); ending it");
     ::kill(-r.pid, SIGKILL);
   }
   ++next_generation_;
+}
+
+bool Supervisor::replace(Rank& r) {
+  constexpr int kReplacements = 3;  // a rank that keeps failing at once is not started forever
+  if (completed_ || r.replaced >= kReplacements || stop_requests_seen_ > 0) return false;
+  ++r.replaced;
+  r.member = false;
+  close_fd(r.out_fd);
+  close_fd(r.err_fd);
+  try {
+    spawn(r, rank_environment(opts_.job, r.local, cores_, env_));
+  } catch (const std::exception& e) {
+    note("cannot start rank " + std::to_string(r.rank) + " again: " + e.what());
+    return false;
+  }
+  note("rank " + std::to_string(r.rank) + " started again (pid " + std::to_string(r.pid) +
+       ", replacement " + std::to_string(r.replaced) + " of " + std::to_string(kReplacements) +
+       "): the others admit it at a step boundary");
+  return true;
 }
 
 int Supervisor::run_attempt(int restart_count) {
@@ -323,12 +345,13 @@ int Supervisor::run_attempt(int restart_count) {
     base.push_back("ENGINE_AGENT_STORE=1");
     serve_store();
   }
-  const int cores = usable_cores();
+  cores_ = usable_cores();
+  env_ = base;
   ranks_.reserve(job.nproc_per_node);
   for (int local = 0; local < job.nproc_per_node; ++local) {
-    ranks_.emplace_back(job.node_rank * job.nproc_per_node + local);
+    ranks_.emplace_back(job.node_rank * job.nproc_per_node + local, local);
     try {
-      spawn(ranks_.back(), rank_environment(job, local, cores, base));
+      spawn(ranks_.back(), rank_environment(job, local, cores_, base));
     } catch (const std::exception& e) {
       failed_ = true;
       exit_code_ = 1;

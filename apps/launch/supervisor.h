@@ -54,11 +54,14 @@ class Supervisor {
  private:
   struct Rank {
     int rank = 0;
-    pid_t pid = -1;  // also its process group id
+    int local = 0;       // its index on this node
+    int replaced = 0;    // keep_going: replacements started so far
+    bool member = true;  // keep_going: in a generation (a replacement: once one admits it)
+    pid_t pid = -1;      // also its process group id
     bool running = false;
     int out_fd = -1, err_fd = -1;  // read ends of its stdout and stderr pipes
     LinePrefixer out, err;
-    explicit Rank(int r) : rank(r), out(prefix(r)), err(prefix(r)) {}
+    Rank(int r, int l) : rank(r), local(l), out(prefix(r)), err(prefix(r)) {}
     static std::string prefix(int r) { return "[rank " + std::to_string(r) + "] "; }
   };
 
@@ -74,6 +77,10 @@ class Supervisor {
   // keep_going: the job's store, served on node 0, and a client that watches its generations.
   void serve_store();
   void end_fenced();  // ends the local ranks a new generation left out
+  // keep_going: a rank killed by a signal started again (same RANK) for the others to re-admit,
+  // while no rank has completed and it has replacements left; false when it is not. (A rank that
+  // exited by itself said why: it is not started again.)
+  bool replace(Rank& r);
   bool any_running() const;
   bool any_pipe_open() const;
 
@@ -91,9 +98,11 @@ class Supervisor {
   double kill_at_ = 0;
   std::unique_ptr<comm::TcpStoreServer> store_server_;
   std::unique_ptr<comm::TcpStore> store_;
-  int64_t next_generation_ = 1;  // the first not yet watched
-  bool completed_ = false;       // keep_going: a rank exited 0
-  int lost_code_ = 0;            // keep_going: the first lost rank's code
+  int64_t next_generation_ = 1;   // the first not yet watched
+  bool completed_ = false;        // keep_going: a rank exited 0
+  int lost_code_ = 0;             // keep_going: the first lost rank's code
+  std::vector<std::string> env_;  // the ranks' environment, less the per-rank variables
+  int cores_ = 1;
 };
 
 }  // namespace engine::launch

@@ -86,6 +86,8 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     }
     uploader.done(cur.slot);
     keep_boundary(epoch, t.next + 1);
+    if (elastic_ && elastic_->admissions_due(*comm_, boundary_.progress()))
+      throw parallel::Admission{};  // train() admits them and goes on from this boundary
     if (!took) ++t.skipped;
     ++t.batches;
     const int64_t images = c_.world_invariant ? c_.batch_size : cur.size * world_;  // all ranks'

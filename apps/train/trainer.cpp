@@ -96,10 +96,13 @@ Trainer::~Trainer() {
 void Trainer::run() {
   connect();
   build();
-  resume();
+  if (!newcomer_)
+    resume();
+  else if (!arrive())
+    return;
   if (c_.eval_only) return evaluate_only();
   distribute();
-  if (rank_ == 0 && !c_.metrics.empty())
+  if (rank_ == 0 && !c_.metrics.empty() && !metrics_)
     metrics_ = std::make_unique<MetricsWriter>(c_.metrics, !resumed_from_.empty());
   if (!c_.trace.empty() || c_.profile) trace::enable(rank_);
   choose_gpu_step();
@@ -109,6 +112,7 @@ void Trainer::run() {
 
 void Trainer::train() {
   while (true) {
+    bool admission = false;
     try {
       for (int64_t e = start_.epoch; e < c_.epochs && (!steps_done() || redo_epoch_end_); ++e) {
         redo_epoch_end_ = false;
@@ -116,18 +120,27 @@ void Trainer::train() {
         keep_boundary(e + 1, 0);
       }
       return finish();
+    } catch (const parallel::Admission&) {
+      admission = true;
     } catch (const Error&) {
       if (!elastic_ || !parallel::Elastic::lost_a_member(comm_.get())) throw;
     }
-    regroup();
+    change_membership(admission);
   }
 }
 
-void Trainer::regroup() {
+void Trainer::change_membership(bool admission) {
   opt_ = parallel::make_optimizer(optimizer_options(c_), model_->named_parameters());
-  parallel::Elastic::Handover h =
-      elastic_->hand_over(*comm_, boundary_, *model_, step_->optimizer().gathered(), *opt_);
+  const nn::Optimizer& now = step_->optimizer().gathered();
+  parallel::Elastic::Handover h = admission
+                                      ? elastic_->admit(boundary_, *model_, now, *opt_)
+                                      : elastic_->hand_over(*comm_, boundary_, *model_, now, *opt_);
   step_.reset();  // its reducer refers to the old communicator
+  adopt(std::move(h));
+  distribute();
+}
+
+void Trainer::adopt(parallel::Elastic::Handover h) {
   comm_ = std::move(h.group.comm);
   comm_->set_algo(comm::algo_from_name(c_.algo));
   rank_ = comm_->rank();
@@ -137,17 +150,42 @@ void Trainer::regroup() {
   redo_epoch_end_ = steps_done() && start_.batch_in_epoch > 0;
   shard_data();
   progress_ = Progress(rank_, rank_ == 0);
-  trace::instant("regroup: " + std::to_string(world_) + " ranks", "comm");
+  trace::instant("membership: " + std::to_string(world_) + " ranks", "comm");
+  if (rank_ != 0) metrics_.reset();  // rank 0 writes them, whoever it is now
   if (rank_ == 0 && !metrics_ && !c_.metrics.empty())
     metrics_ = std::make_unique<MetricsWriter>(c_.metrics, true);
   if (rank_ == 0)
-    report::print_regroup({h.group.lost, h.group.membership.ids, h.group.reasons, pos_.step,
-                           h.source, h.bytes, h.ms});
-  distribute();
+    report::print_regroup({h.group.lost, h.group.joined, h.group.membership.ids, h.group.reasons,
+                           pos_.step, h.source, h.bytes, h.ms});
+}
+
+bool Trainer::join_running_job() {
+  const char* agent = std::getenv("ENGINE_AGENT_STORE");
+  if (c_.on_rank_loss != "continue" || !agent || std::string(agent) != "1") return false;
+  comm::InitOptions o;
+  o.init_method = c_.init_method;
+  o.connect = connect_options(c_);
+  const comm::InitTarget t = comm::resolve_init_method(o);
+  if (!comm::job_running(*t.store)) return false;
+  newcomer_ = true;
+  rank_ = t.rank;
+  world_ = t.world_size;
+  std::optional<comm::Membership> m = parallel::Elastic::await(*t.store, t.rank, o.connect.timeout);
+  if (m) elastic_ = std::make_unique<parallel::Elastic>(t.store, t.world_size, o.connect, *m);
+  return true;
+}
+
+bool Trainer::arrive() {
+  if (!elastic_) {
+    std::printf("The job finished before this rank could join it\n");
+    return false;
+  }
+  adopt(elastic_->arrive(*model_, *opt_));
+  return true;
 }
 
 void Trainer::connect() {
-  comm_ = connect_rank(c_);
+  if (!join_running_job()) comm_ = connect_rank(c_);
   // Before any other collective: every rank runs the same settings, or none starts.
   if (comm_) parallel::agree(*comm_, config_settings(c_));
   // At once, before the data loads (after agreeing, so that ranks started with different
@@ -159,8 +197,10 @@ void Trainer::connect() {
                "--mode dp is one process driving several devices; this one is rank ",
                comm_ ? comm_->rank() : 0, " of ", comm_ ? comm_->size() : 1,
                ": start it alone, or use --mode ddp");
-  rank_ = comm_ ? comm_->rank() : 0;
-  world_ = comm_ ? comm_->size() : 1;
+  if (!newcomer_) {  // a newcomer keeps its launcher's rank and world size until admitted
+    rank_ = comm_ ? comm_->rank() : 0;
+    world_ = comm_ ? comm_->size() : 1;
+  }
   if (comm_ && c_.on_rank_loss == "continue")
     elastic_ =
         std::make_unique<parallel::Elastic>(comm_->store(), rank_, world_, connect_options(c_));
@@ -391,6 +431,7 @@ void Trainer::refuse_nonfinite(const nn::NamedTensors& ts, const std::string& wh
 }
 
 void Trainer::finish() {
+  if (elastic_) elastic_->finish(rank_);
   // Every rank checks (the weights are equal everywhere), so that every rank stops alike.
   if (!c_.save.empty())
     refuse_nonfinite(model_->state_dict(), "--save " + c_.save + " after step " +

@@ -76,9 +76,16 @@ class Trainer {
   // ENGINE_CUDA_GRAPH and ENGINE_DATA_ON_DEVICE: the choice, and the line rank 0 prints.
   void choose_gpu_step();
   // The epochs from start_, then finish; with --on-rank-loss continue, after a lost rank, again
-  // from the last completed step among the survivors (regroup).
+  // from the last completed step among the survivors; and with the newcomers admitted.
   void train();
-  void regroup();
+  // A membership change: after a lost rank (the survivors regroup) or to admit newcomers; every
+  // member takes the furthest one's state (parallel/elastic.h).
+  void change_membership(bool admission);
+  // A replacement under launch --on-rank-loss continue: asks to join the running job (connect),
+  // then takes the members' state (arrive: false when the job finished first).
+  bool join_running_job();
+  bool arrive();
+  void adopt(parallel::Elastic::Handover h);  // the new generation's communicator and position
   // --on-rank-loss continue: where a regroup goes on from, kept at every step boundary.
   void keep_boundary(int64_t epoch, int64_t batch_in_epoch);
   EpochTally run_epoch(int64_t epoch);
@@ -126,6 +133,7 @@ class Trainer {
   std::unique_ptr<parallel::Elastic> elastic_;  // --on-rank-loss continue
   parallel::StepBoundary boundary_;
   bool redo_epoch_end_ = false;  // a regroup came during the end of a run cut by --steps
+  bool newcomer_ = false;        // this process joins a running job
 };
 
 // Trainer(c).run().

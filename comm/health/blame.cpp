@@ -37,8 +37,7 @@ std::string silent_reason(const Probe& p, ProcState local) {
 }  // namespace
 
 std::vector<int> blamed_ranks(const std::string& text) {
-  static const std::regex named(
-      "rank ([0-9]+) is (gone|frozen|unreachable|alive but not progressing)");
+  static const std::regex named("rank ([0-9]+) is (gone|frozen|unreachable)");
   std::set<int> ranks;
   for (std::sregex_iterator it(text.begin(), text.end(), named), end; it != end; ++it)
     ranks.insert(std::stoi((*it)[1].str()));

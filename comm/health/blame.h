@@ -47,8 +47,9 @@ class Blamer {
   std::string verdict_;
 };
 
-// The ranks a verdict (or an error carrying one) names as gone, frozen, unreachable or not
-// progressing, ascending and once each; a rank that says it is cut off names nobody.
+// The ranks a verdict (or an error carrying one) names as gone, frozen or unreachable, ascending
+// and once each. Not those "alive but not progressing" (a rank that left a failed collective to
+// regroup looks so), and a rank that says it is cut off names nobody.
 std::vector<int> blamed_ranks(const std::string& text);
 
 // How long a health check may take for a communicator with this timeout: half of it, at least

@@ -127,6 +127,85 @@ Membership initial_membership(int rank, int world) {
   return m;
 }
 
+void mark_running(Store& store) {
+  store.set("elastic/running", "1");
+}
+
+bool job_running(Store& store) {
+  return store.check({"elastic/running"});
+}
+
+void mark_done(Store& store) {
+  store.set("elastic/done", "1");
+}
+
+std::vector<int> joiners(Store& store, const Membership& now, int world0) {
+  std::vector<int> out;
+  for (int id = 0; id < world0; ++id) {
+    if (std::find(now.ids.begin(), now.ids.end(), id) != now.ids.end()) continue;
+    const std::string i = std::to_string(id);
+    if (store.add("elastic/joining/" + i, 0) > store.add("elastic/admitted/" + i, 0))
+      out.push_back(id);
+  }
+  return out;
+}
+
+std::optional<Membership> admit(Store& store, const Membership& now,
+                                const std::vector<int>& joiners, int64_t progress) {
+  const int64_t g = now.generation + 1;
+  const std::string pre = gen_prefix(g);
+  if (store.add(pre + "closer", 1) != 1) return std::nullopt;
+  std::map<int, int64_t> all;
+  for (int id : now.ids) all[id] = progress;
+  for (int id : joiners) all[id] = -1;
+  Membership m;
+  m.generation = g;
+  for (const auto& [id, p] : all) {
+    m.ids.push_back(id);
+    m.progress.push_back(p);
+  }
+  store.set(pre + "members", encode_members(m.ids, m.progress));
+  for (int id : joiners) {  // the latest ask of each id (an earlier asker may be gone)
+    const std::string i = std::to_string(id);
+    const int64_t asks = store.add("elastic/joining/" + i, 0);
+    store.add("elastic/admitted/" + i, asks - store.add("elastic/admitted/" + i, 0));
+    store.set("elastic/admit/" + i + "/" + std::to_string(asks), std::to_string(g));
+  }
+  m.rank = static_cast<int>(std::find(m.ids.begin(), m.ids.end(), now.id()) - m.ids.begin());
+  return m;
+}
+
+Membership admitted(Store& store, const Membership& now, Millis timeout) {
+  const int64_t g = now.generation + 1;
+  store.wait({gen_prefix(g) + "members"}, timeout);
+  Membership m = decode_members(store.get(gen_prefix(g) + "members"), g);
+  m.rank = static_cast<int>(std::find(m.ids.begin(), m.ids.end(), now.id()) - m.ids.begin());
+  ENGINE_CHECK(m.rank < m.world(), "rank ", now.id(), " is not in generation ", g,
+               " that rank 0 published");
+  return m;
+}
+
+std::optional<Membership> await_admission(Store& store, int id, Millis timeout) {
+  const std::string i = std::to_string(id);
+  const std::string key =
+      "elastic/admit/" + i + "/" + std::to_string(store.add("elastic/joining/" + i, 1));
+  const Deadline dl = Deadline::after(timeout);
+  while (!store.check({key})) {
+    if (store.check({"elastic/done"})) return std::nullopt;
+    if (dl.expired())
+      throw TimeoutError(detail::concat("rank ", id, " asked to join the running job through ",
+                                        store.describe(), " and was not admitted within ",
+                                        seconds_str(timeout)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int64_t g = parse_i64(store.get(key), "the generation rank " + i + " joins");
+  Membership m = decode_members(store.get(gen_prefix(g) + "members"), g);
+  m.rank = static_cast<int>(std::find(m.ids.begin(), m.ids.end(), id) - m.ids.begin());
+  ENGINE_CHECK(m.rank < m.world(), "rank ", id, " was admitted to generation ", g,
+               " but is not among its members");
+  return m;
+}
+
 std::optional<std::vector<int>> generation_members(Store& store, int64_t g) {
   const std::string key = gen_prefix(g) + "members";
   if (!store.check({key})) return std::nullopt;

@@ -57,6 +57,32 @@ class FencedError : public Error {
 Membership regroup(Store& store, const Membership& old, int64_t progress,
                    const std::vector<int>& seen_lost, Millis timeout);
 
+// Re-admission (launch --on-rank-loss continue starts a lost rank again, same RANK):
+//   elastic/running          set once generation 0 is connected: a process of the job that finds
+//                            it is a newcomer and asks to join instead of meeting as in generation
+//                            0
+//   elastic/joining/<id>     add() counter: the newcomers of that id so far (asks)
+//   elastic/admitted/<id>    add() counter: the asks granted
+//   elastic/admit/<id>/<n>   the generation that ask n joins (the latest ask is answered)
+//   elastic/done             the job finished: a newcomer still waiting leaves
+// At a step boundary the members' rank 0 looks for asks (joiners) and publishes the next
+// generation itself (admit): the members, then the newcomers, whose progress -1 never makes them
+// the source.
+void mark_running(Store& store);
+bool job_running(Store& store);
+void mark_done(Store& store);
+// The ids below `world0` that are not members of `now` and have an ask not yet granted.
+std::vector<int> joiners(Store& store, const Membership& now, int world0);
+// Rank 0 of `now`: generation now.generation + 1 of the members (all at `progress`) and the
+// joiners, published; nullopt when a regroup already took that generation (a member was lost).
+std::optional<Membership> admit(Store& store, const Membership& now,
+                                const std::vector<int>& joiners, int64_t progress);
+// The other members of `now`, told by rank 0 that it admitted: the generation it published.
+Membership admitted(Store& store, const Membership& now, Millis timeout);
+// A newcomer of `id`: asks, then waits for the generation it joins; nullopt when the job
+// finished first. TimeoutError after `timeout` with no answer.
+std::optional<Membership> await_admission(Store& store, int id, Millis timeout);
+
 // Generation g's members once its closer published them (without waiting; nullopt before): what a
 // launcher watches to end the local ranks left out (a frozen process never exits by itself).
 std::optional<std::vector<int>> generation_members(Store& store, int64_t g);

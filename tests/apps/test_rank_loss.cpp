@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <regex>
+#include <string>
 
 #include "tests/apps/job_control.h"
 #include "tests/apps/train_fixture.h"
@@ -20,7 +21,8 @@ class RankLoss : public TrainTest {
  protected:
   // 512 images, batch 64 (4 chunks of 16): 8 steps an epoch, 6 epochs; a checkpoint every 4.
   std::string train_line(const std::string& save, double timeout_s = 60) const {
-    return kTrain + " --model net --epochs 6 --batch-size 64 --threads 1 --world-invariant " +
+    return kTrain + " --model net --epochs " + std::to_string(epochs_) +
+           " --batch-size 64 --threads 1 --world-invariant " +
            "--on-rank-loss continue --timeout " + std::to_string(timeout_s) + " --data-dir " +
            data_ + " --checkpoint " + path("ck.safetensors") + " --checkpoint-every 4 --save " +
            save;
@@ -60,6 +62,23 @@ class RankLoss : public TrainTest {
     fs::remove(save);
     fs::remove(path("ck.safetensors"));
   }
+  // Only `rank` was started again, and it was re-admitted (its replacement had the time).
+  static void expect_only_replaced(const std::string& out, int rank) {
+    const std::regex again("rank ([0-9]+) started again");
+    for (std::sregex_iterator it(out.begin(), out.end(), again), end; it != end; ++it)
+      EXPECT_EQ(std::stoi((*it)[1].str()), rank) << out;
+    EXPECT_NE(out.find("rank " + std::to_string(rank) + " re-admitted at step"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find(": 4 ranks"), std::string::npos) << out;
+  }
+  // The replacement of `rank` once it runs (not `before`), or -1 after timeout_s.
+  static pid_t replacement(Job& job, int rank, pid_t before, double timeout_s) {
+    const auto t0 = Clock::now();
+    for (pid_t p = -1; since(t0) < timeout_s; job.pump(5))
+      if ((p = find_rank(job.pid(), rank)) > 0 && p != before) return p;
+    return -1;
+  }
+  int epochs_ = 6;
   std::string reference_;
 };
 
@@ -80,6 +99,37 @@ TEST_F(RankLoss, AKilledRankAtTwentyMomentsEndsOnTheUndisturbedBytes) {
     signal_rank(job, rank, SIGKILL);
     expect_same_end(job, save);
   }
+}
+
+// Long enough (30 epochs, 240 steps) for the replacement to start, ask and be re-admitted: the job
+// ends at full size, only the lost rank started again.
+TEST_F(RankLoss, TheReplacementIsReadmittedAndTheJobEndsAtFullSize) {
+  epochs_ = 30;
+  reference();
+  const std::string save = path("readmitted.safetensors");
+  Job job(launched(save));
+  reach(job, 2);
+  signal_rank(job, 1, SIGKILL);
+  expect_same_end(job, save);
+  expect_only_replaced(job.output(), 1);
+}
+
+// The replacement killed as soon as it runs (starting, asking, or taking the state): the others
+// go on, launch starts another, and the job still ends on the undisturbed bytes.
+TEST_F(RankLoss, AReplacementKilledOnItsWayInChangesNothing) {
+  epochs_ = 30;
+  reference();
+  const std::string save = path("again.safetensors");
+  Job job(launched(save));
+  reach(job, 2);
+  const pid_t first = find_rank(job.pid(), 3);
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  const pid_t second = replacement(job, 3, first, 30);
+  ASSERT_GT(second, 0) << job.output();
+  ::kill(second, SIGKILL);
+  expect_same_end(job, save);
+  EXPECT_NE(job.output().find("rank 3 started again (pid"), std::string::npos) << job.output();
 }
 
 TEST_F(RankLoss, TwoRanksLostAtOnce) {

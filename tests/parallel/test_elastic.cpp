@@ -6,7 +6,9 @@
 
 #include "comm/rendezvous/mem_store.h"
 #include "comm/rendezvous/rendezvous.h"
+#include "nn/models.h"
 #include "parallel/elastic.h"
+#include "parallel/reducers.h"
 
 namespace engine::parallel {
 namespace {
@@ -40,18 +42,29 @@ TEST(StepBoundary, PutsTheBuffersKeptBack) {
 }
 
 // Ranks 0 and 1 all_reduce after rank 2's communicator went (as its process would): both see the
-// loss, regroup into generation 1 of two ranks, and all_reduce again.
+// loss, regroup into generation 1 of two ranks, and end with the weights of rank 1, which had
+// passed one step boundary more; then they all_reduce over the new communicator.
 void lose_one_and_regroup(comm::TransportKind kind) {
   auto store = std::make_shared<comm::MemStore>();
   comm::ConnectOptions o;
   o.timeout = comm::Millis(10000);
   o.transport = kind;
-  std::vector<Regrouped> after(3);
+  std::vector<Elastic::Handover> after(3);
+  std::vector<std::vector<float>> weights(3);
   std::vector<std::string> errors(3);
   std::vector<std::thread> ts;
   for (int r = 0; r < 3; ++r)
     ts.emplace_back([&, r] {
       try {
+        Generator init(1), drop(2);
+        auto model = nn::make_model("linear", {}, init, drop);
+        auto opt = make_optimizer({}, model->named_parameters());
+        auto fresh = make_optimizer({}, model->named_parameters());
+        model->named_parameters()[0].second.fill_(static_cast<float>(r));
+        StepBoundary b;
+        nn::TrainPosition pos;
+        pos.step = 10 + r;
+        b.keep(model->named_buffers(), pos);
         auto c = comm::connect_communicator(store, r, 3, o);
         Elastic e(store, r, 3, o);
         float x = 1;
@@ -64,9 +77,10 @@ void lose_one_and_regroup(comm::TransportKind kind) {
         } catch (const Error&) {
           ASSERT_TRUE(Elastic::lost_a_member(c.get()));
         }
-        after[r] = e.regroup(*c, 10 + r);
+        after[r] = e.hand_over(*c, b, *model, *opt, *fresh);
+        weights[r] = model->named_parameters()[0].second.to_vector();
         float y = static_cast<float>(r + 1);
-        after[r].comm->all_reduce(&y, 1, DType::F32);
+        after[r].group.comm->all_reduce(&y, 1, DType::F32);
         EXPECT_EQ(y, 3.0f);
       } catch (const std::exception& ex) {
         errors[r] = ex.what();
@@ -75,12 +89,15 @@ void lose_one_and_regroup(comm::TransportKind kind) {
   for (auto& t : ts) t.join();
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(errors[r], "") << r;
-    EXPECT_EQ(after[r].membership.generation, 1);
-    EXPECT_EQ(after[r].membership.ids, (std::vector<int>{0, 1}));
-    EXPECT_EQ(after[r].membership.source(), 1);  // it passed one boundary more
-    EXPECT_EQ(after[r].lost, std::vector<int>{2});
-    ASSERT_EQ(after[r].reasons.size(), 1u);
-    EXPECT_EQ(after[r].comm->size(), 2);
+    const Regrouped& g = after[r].group;
+    EXPECT_EQ(g.membership.generation, 1);
+    EXPECT_EQ(g.membership.ids, (std::vector<int>{0, 1}));
+    EXPECT_EQ(after[r].source, 1);  // it passed one boundary more
+    EXPECT_EQ(after[r].pos.step, 11);
+    EXPECT_EQ(weights[r], std::vector<float>(weights[r].size(), 1.0f));
+    EXPECT_EQ(g.lost, std::vector<int>{2});
+    ASSERT_EQ(g.reasons.size(), 1u);
+    EXPECT_EQ(g.comm->size(), 2);
   }
 }
 
