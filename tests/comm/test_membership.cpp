@@ -131,8 +131,7 @@ TEST(BlamedRanks, ReadFromVerdictsAndErrors) {
             std::vector<int>{2});
   EXPECT_EQ(blamed_ranks("rank 3 is frozen (...); rank 1 is unreachable (...) (found by rank 0)"),
             (std::vector<int>{1, 3}));
-  EXPECT_EQ(blamed_ranks("rank 4 is alive but not progressing (its last ...)"),
-            std::vector<int>{});
+  EXPECT_EQ(blamed_ranks("rank 4 is alive but not progressing (its last ...)"), std::vector<int>{});
   EXPECT_EQ(blamed_ranks("rank 1 is cut off: it cannot reach any other rank"), std::vector<int>{});
   EXPECT_EQ(blamed_ranks("rank 0: timed out after 5 s waiting for rank 1"), std::vector<int>{});
 }
