@@ -1,6 +1,6 @@
 // parallel/elastic.h: training that outlives a lost rank (train --on-rank-loss continue; docs/
-// launchers.md "When a rank is lost"). When a collective fails because a member is gone, frozen
-// or cut off, the survivors regroup through the store into the next generation
+// launchers.md "When a rank is lost, the others go on"). When a collective fails because a member
+// is gone, frozen or cut off, the survivors regroup through the store into the next generation
 // (comm/rendezvous/membership.h), connect a new communicator among themselves, and every member
 // takes the state of the one that completed the most steps, streamed over the new communicator
 // and checked by a digest. The step in flight is dropped: a member that completed it is the

@@ -86,8 +86,6 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     }
     uploader.done(cur.slot);
     keep_boundary(epoch, t.next + 1);
-    if (elastic_ && elastic_->admissions_due(*comm_, boundary_.progress()))
-      throw parallel::Admission{};  // train() admits them and goes on from this boundary
     if (!took) ++t.skipped;
     ++t.batches;
     const int64_t images = c_.world_invariant ? c_.batch_size : cur.size * world_;  // all ranks'
@@ -162,6 +160,8 @@ void Trainer::keep_boundary(int64_t epoch, int64_t batch_in_epoch) {
   if (!elastic_) return;
   set_position(epoch, batch_in_epoch, {loss_log_.total()});  // world-invariant: the global sum
   boundary_.keep(model_->named_buffers(), pos_);
+  if (elastic_->admissions_due(*comm_, boundary_.progress()))
+    throw parallel::Admission{};  // train() admits them and goes on from this boundary
 }
 
 void Trainer::set_position(int64_t epoch, int64_t batch_in_epoch, std::vector<double> sums) {

@@ -86,7 +86,8 @@ class Trainer {
   bool join_running_job();
   bool arrive();
   void adopt(parallel::Elastic::Handover h);  // the new generation's communicator and position
-  // --on-rank-loss continue: where a regroup goes on from, kept at every step boundary.
+  // --on-rank-loss continue: where a regroup goes on from, kept at every step boundary; throws
+  // parallel::Admission when the members admit newcomers there.
   void keep_boundary(int64_t epoch, int64_t batch_in_epoch);
   EpochTally run_epoch(int64_t epoch);
   void end_epoch(int64_t epoch, const EpochTally& t);

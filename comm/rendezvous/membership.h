@@ -1,7 +1,8 @@
 // comm/rendezvous/membership.h: who is in the job after a rank is lost (train --on-rank-loss
-// continue; docs/launchers.md "When a rank is lost"). The members of a job are numbered by the
-// rank each had in generation 0 (its id, the launcher's RANK); each generation is the list of ids
-// that agreed to go on together, and a member's rank in it is its index in that list.
+// continue; docs/launchers.md "When a rank is lost, the others go on"). The members of a job are
+// numbered by the rank each had in generation 0 (its id, the launcher's RANK); each generation is
+// the list of ids that agreed to go on together, and a member's rank in it is its index in that
+// list.
 //
 // Regrouping after generation g failed, through the store (which must outlive any one rank):
 //   elastic/<g+1>/joined/<id>  "<progress>\n<ids this member saw lost, comma-separated>"
