@@ -164,6 +164,8 @@ bool Trainer::join_running_job() {
   if (c_.on_rank_loss != "continue" || !agent || std::string(agent) != "1") return false;
   comm::InitOptions o;
   o.init_method = c_.init_method;
+  o.rank = static_cast<int>(c_.rank);
+  o.world_size = static_cast<int>(c_.world_size);
   o.connect = connect_options(c_);
   const comm::InitTarget t = comm::resolve_init_method(o);
   if (!comm::job_running(*t.store)) return false;
