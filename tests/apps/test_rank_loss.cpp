@@ -7,7 +7,9 @@
 #include <signal.h>
 
 #include <regex>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "tests/apps/job_control.h"
 #include "tests/apps/train_fixture.h"
@@ -51,9 +53,24 @@ class RankLoss : public TrainTest {
     ASSERT_GT(p, 0) << "rank " << rank << " not found\n" << job.output();
     ASSERT_EQ(::kill(p, sig), 0);
   }
-  // The job ended well: exit 0, no rank started again, the undisturbed weights.
+  // Our shared-memory segments in /dev/shm now.
+  static std::set<std::string> segments() {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator("/dev/shm"))
+      if (e.path().filename().string().rfind("engine-", 0) == 0)
+        out.insert(e.path().filename().string());
+    return out;
+  }
+  // The job ended well: exit 0, nothing restarted from a checkpoint, the undisturbed weights, no
+  // segment of its generations left in /dev/shm.
   void expect_same_end(Job& job, const std::string& save) {
     ASSERT_EQ(job.finish(120), 0) << job.output();
+    std::set<std::string> left;
+    for (const std::string& seg : segments())
+      if (!before_.count(seg)) left.insert(seg);
+    if (!left.empty()) std::this_thread::sleep_for(std::chrono::seconds(1));  // a job beside
+    for (const std::string& seg : segments())  // unlinks its own once its ranks mapped them
+      EXPECT_FALSE(left.count(seg)) << "/dev/shm/" << seg << " left behind";
     EXPECT_EQ(job.output().find("Resumed from"), std::string::npos) << job.output();
     EXPECT_NE(job.output().find("lost at step"), std::string::npos) << job.output();
     EXPECT_EQ(read_text(reference()), read_text(save))
@@ -80,6 +97,7 @@ class RankLoss : public TrainTest {
   }
   int epochs_ = 6;
   std::string reference_;
+  const std::set<std::string> before_ = segments();  // other tests' jobs may run beside
 };
 
 }  // namespace
