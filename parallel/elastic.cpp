@@ -81,7 +81,15 @@ comm::Membership Elastic::next_after(const std::string& why, int64_t progress, R
   std::vector<int> seen;  // the ranks the failed generation's error names, as ids
   for (int index : comm::blamed_ranks(why))
     if (index >= 0 && index < m_.world() && index != m_.rank) seen.push_back(m_.ids[index]);
-  comm::Membership next = comm::regroup(*store_, m_, progress, seen, connect_.timeout);
+  comm::Membership next;
+  try {
+    next = comm::regroup(*store_, m_, progress, seen, connect_.timeout);
+  } catch (const comm::FencedError&) {
+    throw;
+  } catch (const Error& e) {  // a cut link, or the store went with its host
+    ENGINE_FAIL("rank ", m_.id(), " cannot regroup through the job's store (", e.what(),
+                ") after generation ", m_.generation, " failed: ", why);
+  }
   const std::vector<int> lost = next.lost_since(m_);
   ENGINE_CHECK(!lost.empty(), "every member of generation ", m_.generation,
                " is alive, so its error was not a lost rank's: ", why);

@@ -88,15 +88,25 @@ Sum chunked(nn::Model& model, const data::MnistSplit& test, comm::Communicator* 
   return s;
 }
 
+// The model in eval mode for the guard's life; back in its mode after, an error included (a rank
+// lost during the evaluation: the job may go on training, parallel/elastic.h).
+struct EvalMode {
+  explicit EvalMode(nn::Model& m) : model(m), was(m.is_training()) { m.eval(); }
+  ~EvalMode() { model.train(was); }
+  EvalMode(const EvalMode&) = delete;
+  EvalMode& operator=(const EvalMode&) = delete;
+  nn::Model& model;
+  bool was;
+};
+
 }  // namespace
 
 TestResult evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator* comm,
                     Device dev, bool world_invariant) {
   NoGradGuard ng;
-  model.eval();
+  EvalMode mode(model);
   if (world_invariant) {
     const Sum s = chunked(model, test, comm, dev);
-    model.train();
     TestResult r;
     r.count = test.count;
     r.correct = s.correct;
@@ -114,7 +124,6 @@ TestResult evaluate(nn::Model& model, const data::MnistSplit& test, comm::Commun
     loss_sum += one.loss;
     correct += one.correct;
   }
-  model.train();
   if (comm) {
     float l = static_cast<float>(loss_sum);
     comm->all_reduce(&l, 1, DType::F32, comm::ReduceOp::Sum);

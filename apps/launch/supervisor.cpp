@@ -291,32 +291,28 @@ int Supervisor::run() {
 
 void Supervisor::serve_store() {
   const JobShape& job = opts_.job;
-  if (job.node_rank == 0)
+  if (job.node_rank == 0 && !store_server_)
     store_server_ = std::make_unique<comm::TcpStoreServer>(job.master_addr, job.master_port);
-  store_ = std::make_unique<comm::TcpStore>(job.master_addr, job.master_port, false,
-                                            comm::Millis(60000));
+  if (!watch_)
+    watch_ =
+        std::make_unique<MembershipWatch>(job.master_addr, job.master_port, [this] { wake(); });
 }
 
 void Supervisor::end_fenced() {
-  std::optional<std::vector<int>> ids;
-  try {
-    ids = comm::generation_members(*store_, next_generation_);
-  } catch (const std::exception& e) {
-    note(std::string("cannot read the job's membership: ") + e.what());
-    store_.reset();
-    return;
+  for (const MembershipWatch::Generation& g : watch_->take()) {
+    for (Rank& r : ranks_) {
+      const bool in = std::find(g.ids.begin(), g.ids.end(), r.rank) != g.ids.end();
+      if (in) r.member = true;  // a replacement's admission
+      if (!r.running || in || !r.member) continue;
+      note("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) +
+           ") was left out of generation " + std::to_string(g.number) + " (fenced); ending it");
+      ::kill(-r.pid, SIGKILL);
+    }
   }
-  if (!ids) return;
-  for (Rank& r : ranks_) {
-    const bool in = std::find(ids->begin(), ids->end(), r.rank) != ids->end();
-    if (in) r.member = true;  // a replacement's admission
-    if (!r.running || in || !r.member) continue;
-    note("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) +
-         ") was left out of generation " + std::to_string(next_generation_) +
-         " (fenced); ending it");
-    ::kill(-r.pid, SIGKILL);
+  if (const std::string why = watch_->failure(); !why.empty() && !watch_failed_) {
+    watch_failed_ = true;
+    note("cannot watch the job's membership: " + why);
   }
-  ++next_generation_;
 }
 
 bool Supervisor::replace(Rank& r) {
@@ -382,7 +378,7 @@ int Supervisor::run_attempt(int restart_count) {
       stop_requests_seen_ = requests;
     }
     reap();
-    if (store_) end_fenced();
+    if (watch_) end_fenced();
     if (stopping_ && !killed_ && now_s() >= kill_at_ && any_running()) {
       std::ostringstream msg;
       msg << "ranks still running " << opts_.grace_s

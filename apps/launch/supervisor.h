@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "apps/launch/line_prefixer.h"
+#include "apps/launch/membership_watch.h"
 #include "apps/launch/rank_env.h"
 #include "comm/rendezvous/tcp_store.h"
 
@@ -74,7 +75,7 @@ class Supervisor {
   void begin_stop(int sig, const std::string& why);
   void signal_all(int sig);
   void note(const std::string& line);
-  // keep_going: the job's store, served on node 0, and a client that watches its generations.
+  // keep_going: the job's store, served on node 0, and a thread that watches its generations.
   void serve_store();
   void end_fenced();  // ends the local ranks a new generation left out
   // keep_going: a rank killed by a signal started again (same RANK) for the others to re-admit,
@@ -97,8 +98,8 @@ class Supervisor {
   bool killed_ = false;    // SIGKILL sent
   double kill_at_ = 0;
   std::unique_ptr<comm::TcpStoreServer> store_server_;
-  std::unique_ptr<comm::TcpStore> store_;
-  int64_t next_generation_ = 1;   // the first not yet watched
+  std::unique_ptr<MembershipWatch> watch_;
+  bool watch_failed_ = false;     // noted once
   bool completed_ = false;        // keep_going: a rank exited 0
   int lost_code_ = 0;             // keep_going: the first lost rank's code
   std::vector<std::string> env_;  // the ranks' environment, less the per-rank variables

@@ -13,6 +13,7 @@
 
 #include "tests/apps/job_control.h"
 #include "tests/apps/train_fixture.h"
+#include "tests/comm/netns_hosts.h"
 
 using namespace engine;
 using namespace engine::testing;
@@ -73,7 +74,7 @@ class RankLoss : public TrainTest {
       EXPECT_FALSE(left.count(seg)) << "/dev/shm/" << seg << " left behind";
     EXPECT_EQ(job.output().find("Resumed from"), std::string::npos) << job.output();
     EXPECT_NE(job.output().find("lost at step"), std::string::npos) << job.output();
-    EXPECT_EQ(read_text(reference()), read_text(save))
+    EXPECT_TRUE(read_text(reference()) == read_text(save))
         << "the weights differ from the undisturbed run's\n"
         << job.output();
     fs::remove(save);
@@ -198,7 +199,38 @@ TEST_F(RankLoss, AFencedRankThatComesBackLeavesWithOneLine) {
       << ranks[2]->output();
   EXPECT_EQ(ranks[0]->finish(120), 0) << ranks[0]->output();
   EXPECT_EQ(ranks[1]->finish(120), 0) << ranks[1]->output();
-  EXPECT_EQ(read_text(reference()), read_text(path("r0.safetensors")));
+  EXPECT_TRUE(read_text(reference()) == read_text(path("r0.safetensors")));
+}
+
+// Two hosts in network namespaces, two ranks each, the store served by host 0's launch; host 1's
+// link is cut silently after the 2nd checkpoint write: host 0's ranks name them unreachable after
+// --timeout and go on as two, on the undisturbed bytes; host 1's ranks, which can reach neither
+// the store nor a peer of host 0, exit naming why.
+TEST_F(RankLoss, OverTwoHostsTheRanksThatReachTheStoreGoOnWhenALinkIsCut) {
+  comm::testing::NetnsHosts net(2);
+  if (!net.ok()) GTEST_SKIP() << "no network namespaces: " << net.why_not();
+  reference();
+  std::vector<std::unique_ptr<Job>> hosts;
+  for (int h = 0; h < 2; ++h)
+    hosts.push_back(std::make_unique<Job>(std::vector<std::string>{
+        "/bin/sh", "-c",
+        "exec ip netns exec " + net.host(h) + " env ENGINE_COMM_HOST_ID=host" + std::to_string(h) +
+            " " + kLaunchBin +
+            " --nnodes 2 --nproc-per-node 2 --on-rank-loss continue --master-addr " + net.addr(0) +
+            " --master-port 29500 --node-rank " + std::to_string(h) + " -- " +
+            train_line(path("cut" + std::to_string(h) + ".safetensors"), 3)}));
+  reach(*hosts[0], 2);
+  ASSERT_TRUE(net.cut(1));
+  ASSERT_EQ(hosts[0]->finish(120), 0) << hosts[0]->output();
+  EXPECT_NE(hosts[0]->output().find("continuing with 2 ranks"), std::string::npos)
+      << hosts[0]->output();
+  EXPECT_NE(hosts[0]->output().find("(network cut or host down)"), std::string::npos)
+      << hosts[0]->output();
+  EXPECT_TRUE(read_text(reference()) == read_text(path("cut0.safetensors")));
+  EXPECT_NE(hosts[1]->finish(60), 0) << hosts[1]->output();
+  for (const char* rank : {"[rank 2] train: rank 2 cannot regroup through the job's store",
+                           "[rank 3] train: rank 3 cannot regroup through the job's store"})
+    EXPECT_NE(hosts[1]->output().find(rank), std::string::npos) << hosts[1]->output();
 }
 
 TEST_F(RankLoss, WhatItDoesNotCoverIsRefused) {

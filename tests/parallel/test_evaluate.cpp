@@ -41,5 +41,19 @@ TEST(Evaluate, RanksTogetherGiveTheOneProcessFigures) {
   }
 }
 
+// A rank lost during the evaluation (its peer aborted): the error reaches the caller and the model
+// is back in training mode, so that a job that goes on without that rank trains with dropout.
+TEST(Evaluate, AnErrorLeavesTheModelInItsMode) {
+  const data::MnistSplit split = test_split(100);
+  for (bool world_invariant : {false, true}) {
+    auto comms = comm::make_mem_communicators(2);
+    comms[1]->transport().abort("rank 1 is gone (a test)");
+    testing::SmallModel m;
+    ASSERT_TRUE(m.model->is_training());
+    EXPECT_THROW(evaluate(*m.model, split, comms[0].get(), Device::cpu(), world_invariant), Error);
+    EXPECT_TRUE(m.model->is_training()) << world_invariant;
+  }
+}
+
 }  // namespace
 }  // namespace engine::parallel
