@@ -22,6 +22,7 @@ const char kUsage[] =
     "usage: ring_demo [--world-size W] [--count N] [--op sum|avg|max] [--segment N]\n"
     "                 [--values v0,v1,...] [--svg FILE] [--html FILE] [--algo ring|rd|rh|tree]\n"
     "       ring_demo --algo chunk-tree [--world-size W] [--chunks C] [--count N] [--values ...]\n"
+    "                 [--lose R]\n"
     "       ring_demo --compare [--bytes B | --count N] [--alpha-us A] [--beta-gbs G]\n"
     "\n"
     "Runs the real ring all-reduce of comm/ (the one data-parallel training uses) with W ranks as\n"
@@ -47,6 +48,7 @@ const char kUsage[] =
     "          ring_demo --world-size 2 --count 2 --values 1,2,10,20\n"
     "          ring_demo --world-size 5 --count 10 --algo rh --svg rh.svg\n"
     "          ring_demo --algo chunk-tree --world-size 3 --chunks 6 --count 4\n"
+    "          ring_demo --algo chunk-tree --world-size 4 --chunks 6 --count 3 --lose 2\n"
     "          ring_demo --compare --bytes 100000000";
 
 std::vector<float> parse_values(const std::string& text) {
@@ -81,7 +83,7 @@ int watch_algo(const engine::ring_demo::Config& cfg, engine::comm::Algo algo,
 
 // --algo chunk-tree: its report; 0 when the tree's result equals one process's bit for bit.
 int watch_chunk_tree(const engine::apps::Flags& flags, int64_t world, int64_t chunks, int64_t count,
-                     const std::string& values) {
+                     const std::string& values, int64_t lose) {
   using namespace engine;
   for (const char* f : {"svg", "html", "segment", "op"})
     ENGINE_USAGE_CHECK(!flags.given(f), "--", f, " does not apply to --algo chunk-tree (a sum, ",
@@ -93,6 +95,8 @@ int watch_chunk_tree(const engine::apps::Flags& flags, int64_t world, int64_t ch
   c.world = static_cast<int>(world);
   c.chunks = static_cast<size_t>(chunks);
   c.count = static_cast<size_t>(count);
+  ENGINE_USAGE_CHECK(lose >= -1 && lose < 64, "--lose must be a rank 0 .. --world-size - 1");
+  c.lose = static_cast<int>(lose);
   if (!values.empty()) {
     c.values = parse_values(values);
     if (!flags.given("count")) c.count = c.values.size() / c.chunks;
@@ -140,6 +144,10 @@ int run(int argc, char** argv) {
                    "halving-doubling), tree (binomial reduce, then broadcast), chunk-tree (the "
                    "fixed tree over a batch's chunks of --world-invariant, text only)");
   flags.add("chunks", &chunks, "--algo chunk-tree: the batch's chunks, the tree's leaves (1..64)");
+  int64_t lose = -1;
+  flags.add("lose", &lose,
+            "--algo chunk-tree: rank R is lost after the sum; the others regroup as train "
+            "--on-rank-loss continue's ranks do and sum again (-1: none)");
   flags.add_switch("compare", &compare,
                    "print the cost model of ring vs reduce+broadcast vs all-to-all, then run "
                    "every all-reduce algorithm for real beside its model");
@@ -153,9 +161,10 @@ int run(int argc, char** argv) {
     return print_compare(flags.given("count") ? 4.0 * static_cast<double>(count) : bytes, alpha_us,
                          beta_gbs);
 
-  ENGINE_USAGE_CHECK(algo == "chunk-tree" || !flags.given("chunks"),
-                     "--chunks applies to --algo chunk-tree only");
-  if (algo == "chunk-tree") return watch_chunk_tree(flags, world, chunks, count, values);
+  for (const char* f : {"chunks", "lose"})
+    ENGINE_USAGE_CHECK(algo == "chunk-tree" || !flags.given(f), "--", f,
+                       " applies to --algo chunk-tree only");
+  if (algo == "chunk-tree") return watch_chunk_tree(flags, world, chunks, count, values, lose);
 
   ring_demo::Config cfg;
   ENGINE_USAGE_CHECK(world >= 1 && world <= ring_demo::kMaxWorld, "--world-size must be 1..",

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "comm/algorithms/tuning.h"
+#include "comm/rendezvous/mem_store.h"
+#include "comm/rendezvous/membership.h"
 #include "comm/rendezvous/rendezvous.h"
 #include "core/chunk_tree.h"
 #include "core/error.h"
@@ -132,6 +134,46 @@ std::string describe_tree(const TreeConfig& c) {
   return s;
 }
 
+// Rank c.lose is lost: the others regroup (the real protocol, threads over one store), and the
+// tree sums again over the W - 1 survivors; *same: still one process's bits on every rank.
+std::string shrink(const TreeConfig& c, const Buf& one, bool* same) {
+  comm::MemStore store;
+  const comm::Membership g0 = comm::initial_membership(0, c.world);
+  std::vector<comm::Membership> got(c.world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < c.world; ++r)
+    if (r != c.lose)
+      threads.emplace_back([&, r] {
+        comm::Membership me = g0;
+        me.rank = r;
+        got[r] = comm::regroup(store, me, 1, {c.lose}, comm::Millis(60000));
+      });
+  for (auto& t : threads) t.join();
+  const comm::Membership& g1 = got[c.lose == 0 ? 1 : 0];
+  std::string s = fmt("\nRank %d is lost (train --on-rank-loss continue). ", c.lose);
+  s +=
+      "Every survivor registers in the store\n(elastic/1/joined/<id>, with the ranks it saw lost); "
+      "the first to register closes generation\n1 once each rank of generation 0 has registered or "
+      "been seen lost: members ";
+  s += comm::id_list(g1.ids) + ".\nA member's rank is now its place in that list:";
+  for (int r = 0; r < g1.world(); ++r)
+    s += fmt(" %d -> %d%s", g1.ids[r], r, r + 1 < g1.world() ? "," : ".\n");
+  TreeConfig c1 = c;
+  c1.world = g1.world();
+  c1.lose = -1;
+  s += "\nThe same tree; the survivors take its chunks between them:\n";
+  for (int r = 0; r < c1.world; ++r) {
+    const ct::Range mine = ct::rank_chunks(c1.chunks, c1.world, r);
+    s += fmt("  rank %d (was %d): chunks %zu..%zu\n", r, g1.ids[r], mine.begin, mine.end - 1);
+  }
+  const std::vector<Buf> tree = run_ranks(c1, false);
+  *same = true;
+  for (int r = 0; r < c1.world; ++r) *same = *same && differing(tree[r], one) == 0;
+  s += fmt("The tree at %d ranks: %s on every rank, bit for bit:\nthe job goes on where it was.\n",
+           c1.world, *same ? "the same as one process" : "NOT the same as one process");
+  return s;
+}
+
 }  // namespace
 
 void check_tree_config(const TreeConfig& c) {
@@ -140,6 +182,8 @@ void check_tree_config(const TreeConfig& c) {
                " ranks cannot take whole chunks of ", c.chunks, " (want 1 .. --chunks)");
   ENGINE_CHECK(c.count >= 1 && c.count <= 64, "--count must be 1..64 with --algo chunk-tree, got ",
                c.count);
+  ENGINE_CHECK(c.lose < 0 || (c.world >= 2 && c.lose < c.world), "--lose ", c.lose,
+               " needs --world-size 2 or more and a rank 0 .. W-1 (W = ", c.world, ")");
   ENGINE_CHECK(c.values.empty() || c.values.size() == c.chunks * c.count, "--values: want ",
                c.chunks * c.count, " numbers (", c.chunks, " chunks x ", c.count, "), got ",
                c.values.size());
@@ -168,6 +212,11 @@ std::string chunk_tree_demo(const TreeConfig& c, bool* same) {
       fmt("The ring's way: %zu of %zu elements with other bits than one process (the chunks are\n"
           "added per rank, then the ranks in ring order: the association changes with W).\n",
           differing(ring[0], one), c.count);
+  if (c.lose >= 0) {
+    bool after = false;
+    s += shrink(c, one, &after);
+    *same = *same && after;
+  }
   return s;
 }
 

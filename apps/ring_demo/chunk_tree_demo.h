@@ -5,7 +5,8 @@
 // chunk_tree_all_reduce (W ranks as threads over the in-memory transport) finishes the tree. The
 // report shows the tree, who holds which node, the slices' owners, the bytes, and the result
 // against one process bit for bit; then the ring's way (each rank sums its chunks, the ring sums
-// the ranks), whose bits change with W.
+// the ranks), whose bits change with W. With a rank lost: the survivors' new generation, their
+// chunks, and the same bits again.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -19,6 +20,9 @@ struct TreeConfig {
   size_t count = 8;   // float32 elements per chunk
   std::vector<float>
       values;  // chunks * count, chunk-major; empty: chunk j holds 1 / (j + 1 + i / 2)
+  // >= 0: that rank is lost after the sum; the others regroup through a store as train
+  // --on-rank-loss continue's ranks do (comm/rendezvous/membership.h) and sum again, W - 1.
+  int lose = -1;
 };
 
 // Throws engine::Error naming the flag when c is out of the demo's range.

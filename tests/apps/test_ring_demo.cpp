@@ -475,6 +475,22 @@ TEST_F(RingDemo, BadFlagsGiveAClearErrorAndStatus2) {
     EXPECT_NE(h.output.find(f), std::string::npos) << f;
 }
 
+// A shrinking world: rank 2 of 4 is lost, the survivors regroup through a store (the protocol of
+// train --on-rank-loss continue) and the tree at 3 ranks still gives one process's bits.
+TEST(RingDemoChunkTree, ARankLostAndTheSurvivorsSumTheSameBits) {
+  const RunResult r = run("--algo chunk-tree --world-size 4 --chunks 6 --count 3 --lose 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* line : {"Rank 2 is lost", "members 0, 1, 3.", "0 -> 0, 1 -> 1, 3 -> 2.",
+                           "rank 2 (was 3): chunks 4..5",
+                           "The tree at 3 ranks: the same as one process on every rank"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  for (const char* bad : {"--lose 1", "--algo chunk-tree --world-size 1 --lose 0",
+                          "--algo chunk-tree --world-size 3 --lose 3"}) {
+    const RunResult b = run(bad);
+    EXPECT_EQ(b.code, 2) << bad << "\n" << b.output;
+  }
+}
+
 }  // namespace ring_demo_test
 
 namespace ring_demo_test {
