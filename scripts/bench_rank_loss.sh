@@ -9,6 +9,7 @@
 #
 #   scripts/bench_rank_loss.sh                      # 20 kills of 4 ranks of the net, 1,500 steps
 #   MOMENTS=5 KIND=stop TIMEOUT_S=3 scripts/bench_rank_loss.sh
+#   MODEL=convnet MOMENTS=4 scripts/bench_rank_loss.sh   # BatchNorm: its statistics travel too
 #
 # Quiet machine for the timings (a loaded one stretches them); the bytes must match either way.
 set -euo pipefail
@@ -20,7 +21,8 @@ ranks=${RANKS:-4}
 timeout_s=${TIMEOUT_S:-10}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
-train=(--model net --batch-size 96 --steps 1500 --world-invariant --threads 1 --timeout "$timeout_s")
+model=${MODEL:-net}
+train=(--model "$model" --batch-size 96 --steps 1500 --world-invariant --threads 1 --timeout "$timeout_s")
 port=$((23000 + $$ % 4000))
 
 "$build/apps/launch" --nproc-per-node "$ranks" --master-port "$port" -- "$build/apps/train" \
@@ -46,7 +48,7 @@ def rank_pid(root, rank):
             return int(pid)
     return None
 
-print(f"{kind} of one rank of {ranks}, {moments} moments; CPU: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
+print(f"{kind} of one rank of {ranks} ({train[1]}), {moments} moments; CPU: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
 print("| moment | rank | delay s | exit | signal -> survivors go on, s | re-admitted | same bytes |")
 print("|---|---|---|---|---|---|---|")
 gaps, same = [], 0
