@@ -6,7 +6,9 @@
 // and checked by a digest. The step in flight is dropped: a member that completed it is the
 // source, the others take its state, so no member keeps a partial update. What a member changed
 // since its last completed step without completing the next (BatchNorm's running statistics in a
-// forward, the dropout stream) is put back from a copy kept at every step boundary.
+// forward, the dropout stream) is put back from a copy kept at every step boundary. A lost rank
+// started again (launch --on-rank-loss continue) asks to join through the store; the members admit
+// it at a step boundary (a new generation) and it takes the same state.
 #pragma once
 #include <cstdint>
 #include <memory>
