@@ -27,8 +27,8 @@ void declare_job_flags(Flags& f, TrainConfig& c) {
   f.add("timeout", &c.timeout_s, "seconds any wait for another rank may take");
   f.add_choice("on-rank-loss", &c.on_rank_loss, {"stop", "continue"},
                "stop: a lost rank (gone, frozen or cut off) ends the job; continue: the others "
-               "regroup and train on from the last completed step, on the same bits "
-               "(--world-invariant; the store must outlive any rank: launch --on-rank-loss "
+               "regroup and train on from the last completed step (on the same bits with "
+               "--world-invariant; the store must outlive any rank: launch --on-rank-loss "
                "continue)");
   f.add_choice("sharding", &c.sharding, {"partition", "sampler"},
                "partition: the tutorials' DataPartitioner; sampler: DistributedSampler");
@@ -113,11 +113,11 @@ void validate_world_invariant(const TrainConfig& c) {
   ENGINE_CHECK(c.device != "cuda", "--world-invariant runs on the CPU for now (--device cpu)");
 }
 
-// What --on-rank-loss continue stands on: one global order and a state any survivor holds whole.
+// What --on-rank-loss continue stands on: a state any survivor holds whole.
 void validate_rank_loss(const TrainConfig& c) {
   if (c.on_rank_loss == "stop") return;
-  ENGINE_CHECK(c.world_invariant, "--on-rank-loss continue needs --world-invariant (its global ",
-               "order lets fewer ranks take the same batches)");
+  ENGINE_CHECK(powersgd_rank(c) == 0, "--on-rank-loss continue and --grad-compression ",
+               c.grad_compression, ": PowerSGD's error feedback is each rank's own");
   ENGINE_CHECK(c.zero == 0, "--on-rank-loss continue and --zero 1: a lost rank takes its shard ",
                "of the optimizer state with it");
   ENGINE_CHECK(c.accumulate == 1, "--on-rank-loss continue goes on from the last optimizer step; ",

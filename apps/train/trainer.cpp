@@ -146,6 +146,7 @@ void Trainer::adopt(parallel::Elastic::Handover h) {
   rank_ = comm_->rank();
   world_ = comm_->size();
   start_ = pos_ = h.pos;
+  if (!c_.world_invariant) start_.epoch_loss_sums = pos_.epoch_loss_sums = members_loss_sums();
   dropout_gen_.set_state(dropout_gen_.seed(), pos_.dropout_offset);
   redo_epoch_end_ = steps_done() && start_.batch_in_epoch > 0;
   shard_data();
@@ -157,6 +158,13 @@ void Trainer::adopt(parallel::Elastic::Handover h) {
   if (rank_ == 0)
     report::print_regroup({h.group.lost, h.group.joined, h.group.membership.ids, h.group.reasons,
                            pos_.step, h.source, h.bytes, h.ms});
+}
+
+std::vector<double> Trainer::members_loss_sums() {
+  const std::vector<double>& kept = boundary_.position().epoch_loss_sums;  // none on a newcomer
+  double s[2] = {kept.empty() ? 0 : kept[0], kept.empty() ? 0. : 1.};
+  comm_->all_reduce(s, 2, DType::F64, comm::ReduceOp::Sum);
+  return std::vector<double>(world_, s[1] > 0 ? s[0] / s[1] : 0);
 }
 
 bool Trainer::join_running_job() {

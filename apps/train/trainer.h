@@ -86,6 +86,9 @@ class Trainer {
   bool join_running_job();
   bool arrive();
   void adopt(parallel::Elastic::Handover h);  // the new generation's communicator and position
+  // Without --world-invariant each rank summed its own epoch losses: the members' mean stands for
+  // each rank of the new generation (a collective of it).
+  std::vector<double> members_loss_sums();
   // --on-rank-loss continue: where a regroup goes on from, kept at every step boundary; throws
   // parallel::Admission when the members admit newcomers there.
   void keep_boundary(int64_t epoch, int64_t batch_in_epoch);
