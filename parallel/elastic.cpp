@@ -56,7 +56,10 @@ Elastic::Elastic(std::shared_ptr<comm::Store> store, int rank, int world,
       m_(comm::initial_membership(rank, world)),
       world0_(world) {
   ENGINE_CHECK(store_, "--on-rank-loss continue needs the job's store (a rendezvous through one)");
-  if (rank == 0) comm::mark_running(*store_);
+}
+
+void Elastic::started() {
+  if (m_.rank == 0) comm::mark_running(*store_);
 }
 
 Elastic::Elastic(std::shared_ptr<comm::Store> store, int world0, comm::ConnectOptions connect,
@@ -77,7 +80,8 @@ bool Elastic::lost_a_member(comm::Communicator* c) {
   return c != nullptr && c->transport().broken();
 }
 
-comm::Membership Elastic::next_after(const std::string& why, int64_t progress, Regrouped& into) {
+comm::Membership Elastic::next_after(const std::string& why, int64_t progress, Regrouped& into,
+                                     bool none_lost_ok) {
   std::vector<int> seen;  // the ranks the failed generation's error names, as ids
   for (int index : comm::blamed_ranks(why))
     if (index >= 0 && index < m_.world() && index != m_.rank) seen.push_back(m_.ids[index]);
@@ -91,7 +95,7 @@ comm::Membership Elastic::next_after(const std::string& why, int64_t progress, R
                 ") after generation ", m_.generation, " failed: ", why);
   }
   const std::vector<int> lost = next.lost_since(m_);
-  ENGINE_CHECK(!lost.empty(), "every member of generation ", m_.generation,
+  ENGINE_CHECK(!lost.empty() || none_lost_ok, "every member of generation ", m_.generation,
                " is alive, so its error was not a lost rank's: ", why);
   into.why = why;
   for (int id : lost) {
@@ -158,6 +162,24 @@ Elastic::Handover Elastic::hand_over(comm::Communicator& old, const StepBoundary
   Regrouped group;
   comm::Membership next = next_after(old.transport().broken_reason(), b.progress(), group);
   return take_state(std::move(next), std::move(group), &b, model, &current, fresh);
+}
+
+Regrouped Elastic::regroup(const std::string& why) {
+  // Before the first step a failed connect may have lost nobody: a rank started again in a lost
+  // one's place while the others connected to the lost one. They meet again, a few times at most.
+  constexpr int kAllAlive = 3;
+  Regrouped group;
+  int all_alive = 0;
+  comm::Membership next = next_after(why, 0, group, ++all_alive <= kAllAlive);
+  while (true) {
+    try {
+      group.comm = connect_generation(next);
+      group.membership = m_;
+      return group;
+    } catch (const Error& e) {  // a member lost before it connected
+      next = next_after(e.what(), 0, group, ++all_alive <= kAllAlive);
+    }
+  }
 }
 
 bool Elastic::admissions_due(comm::Communicator& c, int64_t progress) {

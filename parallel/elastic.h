@@ -60,8 +60,11 @@ class Elastic {
  public:
   // A member of generation 0: the job's store (it must outlive any one rank: served by launch,
   // not by a training rank), this process's rank, the world, and how members connect again.
-  // Rank 0 marks the job running (comm::mark_running).
   Elastic(std::shared_ptr<comm::Store> store, int rank, int world, comm::ConnectOptions connect);
+  // Once the members have connected: rank 0 marks the job running (comm::mark_running). Until
+  // then a rank started again takes the lost one's place in generation 0's meeting; from then
+  // on it asks to join.
+  void started();
   // A newcomer admitted into `admitted` (await) of a job of `world0` ranks.
   Elastic(std::shared_ptr<comm::Store> store, int world0, comm::ConnectOptions connect,
           comm::Membership admitted);
@@ -90,6 +93,12 @@ class Elastic {
   Handover hand_over(comm::Communicator& old, const StepBoundary& b, nn::Module& model,
                      const nn::Optimizer& current, nn::Optimizer& fresh);
 
+  // After the current generation failed with `why` before the first step (its connect, or a
+  // collective of the set-up): the survivors regroup into the next generation and connect (again
+  // as often as members are lost on the way); nothing to hand over, every member sets up from the
+  // start. Throws as hand_over.
+  Regrouped regroup(const std::string& why);
+
   // At a step boundary while members are missing: rank 0 looks for newcomers in the store and,
   // finding some, publishes the next generation with them; true on every member when it did
   // (one 8-byte broadcast). False, with no collective, while the job has all its ranks.
@@ -109,8 +118,10 @@ class Elastic {
 
  private:
   // The generation after the current one failed with `why` (the survivors' regroup through the
-  // store); the ids lost and why, added to `into`.
-  comm::Membership next_after(const std::string& why, int64_t progress, Regrouped& into);
+  // store); the ids lost and why, added to `into`. Throws when nobody was lost, unless
+  // none_lost_ok.
+  comm::Membership next_after(const std::string& why, int64_t progress, Regrouped& into,
+                              bool none_lost_ok = false);
   // Makes `next` current and connects its members.
   std::unique_ptr<comm::Communicator> connect_generation(const comm::Membership& next);
   // Connects `next` and hands the source's state to every member, regrouping as often as

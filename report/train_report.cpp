@@ -80,9 +80,10 @@ void print_epoch(int rank, const EpochResult& r) {
 
 void print_regroup(const Regroup& g) {
   const int world = static_cast<int>(g.ids.size());
+  const std::string at = g.step < 0 ? "before the first step" : "at step " + std::to_string(g.step);
   for (size_t i = 0; i < g.lost.size(); ++i)
-    std::printf("rank %d lost at step %lld (%s): continuing with %d rank%s\n", g.lost[i],
-                static_cast<long long>(g.step), g.reasons[i].c_str(), world, world == 1 ? "" : "s");
+    std::printf("rank %d lost %s (%s): continuing with %d rank%s\n", g.lost[i], at.c_str(),
+                g.reasons[i].c_str(), world, world == 1 ? "" : "s");
   for (int id : g.joined)
     std::printf(
         "rank %d re-admitted at step %lld from rank %d's state (%.1f MB in %.0f ms): %d "
@@ -94,10 +95,14 @@ void print_regroup(const Regroup& g) {
     if (i) ids += ", ";
     ids += std::to_string(g.ids[i]);
   }
-  std::printf(
-      "Ranks %s go on as ranks 0 .. %d from rank %d's state at step %lld (%.1f MB in %.0f "
-      "ms)\n",
-      ids.c_str(), world - 1, g.source, static_cast<long long>(g.step), g.bytes / 1e6, g.ms);
+  if (g.step < 0)
+    std::printf("Ranks %s start as ranks 0 .. %d (nothing to hand over yet)\n", ids.c_str(),
+                world - 1);
+  else
+    std::printf(
+        "Ranks %s go on as ranks 0 .. %d from rank %d's state at step %lld (%.1f MB in %.0f "
+        "ms)\n",
+        ids.c_str(), world - 1, g.source, static_cast<long long>(g.step), g.bytes / 1e6, g.ms);
   std::fflush(stdout);
 }
 

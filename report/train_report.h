@@ -55,7 +55,8 @@ void print_test_line(const EpochResult& r);
 // step 41 (its process exited): continuing with 3 ranks", one per newcomer, as "rank 2 re-admitted
 // at step 47 from rank 0's state (1.7 MB in 4 ms): 4 ranks", then who goes on from whose state.
 // lost, reasons: ids (first ranks) of the lost members and why; ids: the members now, whose rank
-// is their index; source: the id whose state (bytes, streamed in ms) every member took.
+// is their index; source: the id whose state (bytes, streamed in ms) every member took; step -1:
+// lost before the first step ("rank 2 lost before the first step (...)"), nothing handed over.
 struct Regroup {
   std::vector<int> lost, joined, ids;
   std::vector<std::string> reasons;

@@ -315,9 +315,24 @@ void Supervisor::end_fenced() {
   }
 }
 
+void Supervisor::end_unadmitted() {
+  if (opts_.job.nnodes != 1 || completed_ || unadmitted_ended_) return;  // elsewhere: its timeout
+  bool waiting = false;
+  for (const Rank& r : ranks_) {
+    if (r.running && r.member) return;  // a member can still admit them
+    waiting = waiting || r.running;
+  }
+  if (!waiting) return;
+  unadmitted_ended_ = true;
+  note("no member of the job is left to admit the ranks started again; ending them");
+  for (Rank& r : ranks_)
+    if (r.running) ::kill(-r.pid, SIGKILL);
+}
+
 bool Supervisor::replace(Rank& r) {
   constexpr int kReplacements = 3;  // a rank that keeps failing at once is not started forever
-  if (completed_ || r.replaced >= kReplacements || stop_requests_seen_ > 0) return false;
+  if (completed_ || unadmitted_ended_ || r.replaced >= kReplacements || stop_requests_seen_ > 0)
+    return false;
   ++r.replaced;
   r.member = false;
   close_fd(r.out_fd);
@@ -379,6 +394,7 @@ int Supervisor::run_attempt(int restart_count) {
     }
     reap();
     if (watch_) end_fenced();
+    if (opts_.keep_going) end_unadmitted();
     if (stopping_ && !killed_ && now_s() >= kill_at_ && any_running()) {
       std::ostringstream msg;
       msg << "ranks still running " << opts_.grace_s

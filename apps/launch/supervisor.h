@@ -78,6 +78,9 @@ class Supervisor {
   // keep_going: the job's store, served on node 0, and a thread that watches its generations.
   void serve_store();
   void end_fenced();  // ends the local ranks a new generation left out
+  // One node: ends the replacements still waiting to join once no member of the job runs (nobody
+  // is left to admit them; on several nodes their own wait ends them).
+  void end_unadmitted();
   // keep_going: a rank killed by a signal started again (same RANK) for the others to re-admit,
   // while no rank has completed and it has replacements left; false when it is not. (A rank that
   // exited by itself said why: it is not started again.)
@@ -99,10 +102,11 @@ class Supervisor {
   double kill_at_ = 0;
   std::unique_ptr<comm::TcpStoreServer> store_server_;
   std::unique_ptr<MembershipWatch> watch_;
-  bool watch_failed_ = false;     // noted once
-  bool completed_ = false;        // keep_going: a rank exited 0
-  int lost_code_ = 0;             // keep_going: the first lost rank's code
-  std::vector<std::string> env_;  // the ranks' environment, less the per-rank variables
+  bool watch_failed_ = false;      // noted once
+  bool unadmitted_ended_ = false;  // noted once
+  bool completed_ = false;         // keep_going: a rank exited 0
+  int lost_code_ = 0;              // keep_going: the first lost rank's code
+  std::vector<std::string> env_;   // the ranks' environment, less the per-rank variables
   int cores_ = 1;
 };
 

@@ -71,14 +71,18 @@ comm::ConnectOptions connect_options(const TrainConfig& c) {
   return o;
 }
 
-// The communicator of this rank, or none when the job is one process.
-std::unique_ptr<comm::Communicator> connect_rank(const TrainConfig& c) {
+comm::InitOptions init_options(const TrainConfig& c) {
   comm::InitOptions o;
   o.init_method = c.init_method;
   o.rank = static_cast<int>(c.rank);
   o.world_size = static_cast<int>(c.world_size);
   o.connect = connect_options(c);
-  auto comm = comm::join_job(o);
+  return o;
+}
+
+// The communicator of this rank, or none when the job is one process.
+std::unique_ptr<comm::Communicator> connect_rank(const TrainConfig& c) {
+  auto comm = comm::join_job(init_options(c));
   if (comm) comm->set_algo(comm::algo_from_name(c.algo));
   return comm;
 }
@@ -95,13 +99,14 @@ Trainer::~Trainer() {
 
 void Trainer::run() {
   connect();
-  build();
-  if (!newcomer_)
-    resume();
-  else if (!arrive())
-    return;
+  if (newcomer_) {
+    build();
+    if (!arrive()) return;
+    distribute();
+  } else {
+    set_up();
+  }
   if (c_.eval_only) return evaluate_only();
-  distribute();
   if (rank_ == 0 && !c_.metrics.empty() && !metrics_)
     metrics_ = std::make_unique<MetricsWriter>(c_.metrics, !resumed_from_.empty());
   if (!c_.trace.empty() || c_.profile) trace::enable(rank_);
@@ -170,19 +175,20 @@ std::vector<double> Trainer::members_loss_sums() {
 bool Trainer::join_running_job() {
   const char* agent = std::getenv("ENGINE_AGENT_STORE");
   if (c_.on_rank_loss != "continue" || !agent || std::string(agent) != "1") return false;
-  comm::InitOptions o;
-  o.init_method = c_.init_method;
-  o.rank = static_cast<int>(c_.rank);
-  o.world_size = static_cast<int>(c_.world_size);
-  o.connect = connect_options(c_);
+  const comm::InitOptions o = init_options(c_);
   const comm::InitTarget t = comm::resolve_init_method(o);
   if (!comm::job_running(*t.store)) return false;
+  ask_to_join(t, o.connect);
+  return true;
+}
+
+void Trainer::ask_to_join(const comm::InitTarget& t, const comm::ConnectOptions& o) {
   newcomer_ = true;
   rank_ = t.rank;
   world_ = t.world_size;
-  std::optional<comm::Membership> m = parallel::Elastic::await(*t.store, t.rank, o.connect.timeout);
-  if (m) elastic_ = std::make_unique<parallel::Elastic>(t.store, t.world_size, o.connect, *m);
-  return true;
+  std::optional<comm::Membership> m = parallel::Elastic::await(*t.store, t.rank, o.timeout);
+  elastic_.reset();
+  if (m) elastic_ = std::make_unique<parallel::Elastic>(t.store, t.world_size, o, *m);
 }
 
 bool Trainer::arrive() {
@@ -194,15 +200,70 @@ bool Trainer::arrive() {
   return true;
 }
 
+void Trainer::set_up() {
+  while (true) {
+    try {
+      // Before any other collective: every rank runs the same settings, or none starts.
+      if (comm_) parallel::agree(*comm_, config_settings(c_));
+      // At once, before the data loads (after agreeing, so that ranks started with different
+      // --precision say so rather than one rank's missing CPU feature).
+      if (c_.precision == "bf16" &&
+          (c_.device == "cpu" || (c_.device == "auto" && cuda_device_count() == 0)))
+        kernels::cpu::require_avx512_bf16("--precision bf16");
+      build();
+      resume();
+      if (!c_.eval_only) distribute();
+      return;
+    } catch (const Error&) {
+      if (!elastic_ || !parallel::Elastic::lost_a_member(comm_.get())) throw;
+    }
+    step_.reset();  // its reducer refers to the old communicator
+    start_without(comm_->transport().broken_reason());
+  }
+}
+
+void Trainer::start_without(const std::string& why) {
+  parallel::Regrouped g = elastic_->regroup(why);
+  comm_ = std::move(g.comm);
+  comm_->set_algo(comm::algo_from_name(c_.algo));
+  rank_ = comm_->rank();
+  world_ = comm_->size();
+  elastic_->started();
+  progress_ = Progress(rank_, rank_ == 0);
+  if (rank_ == 0)
+    report::print_regroup({g.lost, g.joined, g.membership.ids, g.reasons, -1, -1, 0, 0});
+}
+
+// --on-rank-loss continue: generation 0 meets in one place, not one per connect of a rank, so
+// that a rank started again before the others connected takes the lost one's place; a rank lost
+// while they connect leaves the others to start without it.
+void Trainer::connect_member() {
+  comm::InitOptions o = init_options(c_);
+  o.connect.meeting = "elastic/0/engine/";
+  const std::optional<comm::InitTarget> t = comm::job_target(o);
+  if (!t) return;
+  elastic_ = std::make_unique<parallel::Elastic>(t->store, t->rank, t->world_size, o.connect);
+  try {
+    comm_ = comm::connect_communicator(t->store, t->rank, t->world_size, o.connect);
+  } catch (const Error& e) {
+    try {
+      return start_without(e.what());
+    } catch (const comm::FencedError&) {  // it came too late for them: it asks, as a replacement
+      return ask_to_join(*t, o.connect);
+    }
+  }
+  comm_->set_algo(comm::algo_from_name(c_.algo));
+  elastic_->started();
+}
+
 void Trainer::connect() {
-  if (!join_running_job()) comm_ = connect_rank(c_);
-  // Before any other collective: every rank runs the same settings, or none starts.
-  if (comm_) parallel::agree(*comm_, config_settings(c_));
-  // At once, before the data loads (after agreeing, so that ranks started with different
-  // --precision say so rather than one rank's missing CPU feature).
-  if (c_.precision == "bf16" &&
-      (c_.device == "cpu" || (c_.device == "auto" && cuda_device_count() == 0)))
-    kernels::cpu::require_avx512_bf16("--precision bf16");
+  // A newcomer is admitted into a generation later (arrive).
+  if (!join_running_job()) {
+    if (c_.on_rank_loss == "continue")
+      connect_member();
+    else
+      comm_ = connect_rank(c_);
+  }
   ENGINE_CHECK(c_.mode == "ddp" || !comm_,
                "--mode dp is one process driving several devices; this one is rank ",
                comm_ ? comm_->rank() : 0, " of ", comm_ ? comm_->size() : 1,
@@ -211,9 +272,6 @@ void Trainer::connect() {
     rank_ = comm_ ? comm_->rank() : 0;
     world_ = comm_ ? comm_->size() : 1;
   }
-  if (comm_ && c_.on_rank_loss == "continue")
-    elastic_ =
-        std::make_unique<parallel::Elastic>(comm_->store(), rank_, world_, connect_options(c_));
   threads_ = c_.threads > 0
                  ? static_cast<int>(c_.threads)
                  : default_threads([](const char* v) { return std::getenv(v); }, usable_cores(),

@@ -20,6 +20,7 @@
 
 #include "apps/train/config.h"
 #include "comm/communicator.h"
+#include "comm/rendezvous/rendezvous.h"
 #include "core/device.h"
 #include "core/rng.h"
 #include "data/device_data.h"
@@ -66,6 +67,13 @@ class Trainer {
   };
 
   void connect();
+  // agree, build, resume and distribute; with --on-rank-loss continue, again among the others
+  // when a rank is lost before the first step (nothing to hand over yet).
+  void set_up();
+  void connect_member();  // --on-rank-loss continue: a member of generation 0
+  // A rank lost before the first step (why: the failed generation's error): the others regroup
+  // and start without it.
+  void start_without(const std::string& why);
   void build();
   void shard_data();  // shard_ and batch_ for this rank of world_
   void resume();
@@ -84,6 +92,7 @@ class Trainer {
   // A replacement under launch --on-rank-loss continue: asks to join the running job (connect),
   // then takes the members' state (arrive: false when the job finished first).
   bool join_running_job();
+  void ask_to_join(const comm::InitTarget& t, const comm::ConnectOptions& o);
   bool arrive();
   void adopt(parallel::Elastic::Handover h);  // the new generation's communicator and position
   // Without --world-invariant each rank summed its own epoch losses: the members' mean stands for

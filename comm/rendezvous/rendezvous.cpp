@@ -199,14 +199,19 @@ std::unique_ptr<Communicator> init_communicator(const InitOptions& opts) {
   return connect_communicator(t.store, t.rank, t.world_size, opts.connect);
 }
 
-std::unique_ptr<Communicator> join_job(const InitOptions& opts) {
+std::optional<InitTarget> job_target(const InitOptions& opts) {
   const bool launched = std::getenv("WORLD_SIZE") || std::getenv("OMPI_COMM_WORLD_SIZE") ||
                         slurm::in_step();  // not an sbatch script's own SLURM_NTASKS
-  if (opts.init_method == "env://" && opts.world_size < 0 && !launched) return nullptr;
-  if (opts.world_size == 1) return nullptr;
+  if (opts.init_method == "env://" && opts.world_size < 0 && !launched) return std::nullopt;
+  if (opts.world_size == 1) return std::nullopt;
   InitTarget t = resolve_init_method(opts);
-  if (t.world_size == 1) return nullptr;
-  return connect_communicator(t.store, t.rank, t.world_size, opts.connect);
+  if (t.world_size == 1) return std::nullopt;
+  return t;
+}
+
+std::unique_ptr<Communicator> join_job(const InitOptions& opts) {
+  std::optional<InitTarget> t = job_target(opts);
+  return t ? connect_communicator(t->store, t->rank, t->world_size, opts.connect) : nullptr;
 }
 
 // ---------------------------------------------------------------------------------------------

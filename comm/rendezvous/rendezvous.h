@@ -19,6 +19,7 @@
 // memory between ranks whose host identities match (transport auto or shm), TCP otherwise.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,8 @@ std::unique_ptr<Communicator> init_communicator(const InitOptions& opts);
 // init_communicator, or nullptr when this process is a job of one: env:// with no world size
 // given and no launcher's variables (torchrun's, Open MPI's, a Slurm step's), or a world of 1.
 std::unique_ptr<Communicator> join_job(const InitOptions& opts);
+// What join_job would connect: nullopt where it returns nullptr (a job of one).
+std::optional<InitTarget> job_target(const InitOptions& opts);
 
 // Rendezvous through an existing store (e.g. a MemStore shared by threads) and connect. Several
 // communicators may be made through one store: each call of a rank takes the next generation.

@@ -153,6 +153,28 @@ TEST_F(RankLoss, AReplacementKilledOnItsWayInChangesNothing) {
   EXPECT_NE(job.output().find("rank 3 started again (pid"), std::string::npos) << job.output();
 }
 
+// A rank killed as soon as it runs, three times: before the others have connected (its
+// replacement takes its place in generation 0's meeting, or the others start without it after
+// --timeout and admit it), or while they agree on their settings (they start without it at once).
+// The job ends on the undisturbed bytes each time.
+TEST_F(RankLoss, ARankLostBeforeTheFirstStepIsReplacedAndTheBytesStay) {
+  reference();
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("run " + std::to_string(i));
+    const std::string save = path("early.safetensors");
+    Job job(launched(save, 3));
+    const pid_t first = replacement(job, 2, -1, 30);
+    ASSERT_GT(first, 0) << job.output();
+    ASSERT_EQ(::kill(first, SIGKILL), 0);
+    ASSERT_EQ(job.finish(120), 0) << job.output();
+    EXPECT_EQ(job.output().find("lost at step"), std::string::npos) << job.output();
+    EXPECT_NE(job.output().find("rank 2 started again"), std::string::npos) << job.output();
+    EXPECT_TRUE(read_text(reference()) == read_text(save)) << job.output();
+    fs::remove(save);
+    fs::remove(path("ck.safetensors"));
+  }
+}
+
 TEST_F(RankLoss, TwoRanksLostAtOnce) {
   const std::string save = path("two.safetensors");
   Job job(launched(save));

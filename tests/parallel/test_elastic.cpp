@@ -67,6 +67,7 @@ void lose_one_and_regroup(comm::TransportKind kind) {
         b.keep(model->named_buffers(), pos);
         auto c = comm::connect_communicator(store, r, 3, o);
         Elastic e(store, r, 3, o);
+        e.started();
         float x = 1;
         c->all_reduce(&x, 1, DType::F32);
         if (r == 2) return;  // its communicator goes with it
