@@ -58,6 +58,44 @@ Elastic::Elastic(std::shared_ptr<comm::Store> store, int rank, int world,
   ENGINE_CHECK(store_, "--on-rank-loss continue needs the job's store (a rendezvous through one)");
 }
 
+namespace {
+
+Entry ask_to_join(const comm::InitTarget& t, const comm::ConnectOptions& o) {
+  Entry e;
+  e.newcomer = true;
+  e.rank = t.rank;
+  e.world = t.world_size;
+  if (std::optional<comm::Membership> m = Elastic::await(*t.store, t.rank, o.timeout))
+    e.elastic = std::make_unique<Elastic>(t.store, t.world_size, o, *m);
+  return e;
+}
+
+}  // namespace
+
+Entry Elastic::enter(const comm::InitOptions& opts, bool agent_store) {
+  comm::InitOptions o = opts;
+  o.connect.meeting = "elastic/0/engine/";
+  const std::optional<comm::InitTarget> t = comm::job_target(o);
+  if (!t) return {};
+  if (agent_store && comm::job_running(*t->store)) return ask_to_join(*t, opts.connect);
+  Entry e;
+  e.elastic = std::make_unique<Elastic>(t->store, t->rank, t->world_size, opts.connect);
+  try {
+    e.comm = comm::connect_communicator(t->store, t->rank, t->world_size, o.connect);
+  } catch (const Error& err) {
+    try {
+      e.regrouped = e.elastic->regroup(err.what());
+    } catch (const comm::FencedError&) {  // it came too late for them: it asks, as a replacement
+      return ask_to_join(*t, opts.connect);
+    }
+    e.comm = std::move(e.regrouped->comm);
+  }
+  e.rank = e.comm->rank();
+  e.world = e.comm->size();
+  e.elastic->started();
+  return e;
+}
+
 void Elastic::started() {
   if (m_.rank == 0) comm::mark_running(*store_);
 }

@@ -56,8 +56,27 @@ struct Regrouped {
   std::string why;                   // what ended the old generation (its first error)
 };
 
+class Elastic;
+
+// How a process enters a job under --on-rank-loss continue (Elastic::enter).
+struct Entry {
+  std::unique_ptr<comm::Communicator> comm;  // a member's; null for a newcomer or a job of one
+  std::unique_ptr<Elastic> elastic;    // null for a job of one, or a newcomer whose job finished
+  bool newcomer = false;               // it asked to join a running job (admitted: elastic set)
+  int rank = 0, world = 1;             // a newcomer's: its launcher's, until admitted
+  std::optional<Regrouped> regrouped;  // ranks lost while generation 0 connected (comm: the rest's)
+};
+
 class Elastic {
  public:
+  // With agent_store (ENGINE_AGENT_STORE=1: the launcher serves the store) and the job already
+  // running, the process asks to join and waits to be admitted (a newcomer). Otherwise it meets
+  // as a member of generation 0, in one place of the store (elastic/0/engine/, not one per connect
+  // of a rank), so that a rank started again before the others connected takes the lost one's
+  // place; when a rank is lost while they connect, the others regroup and start without it (a
+  // rank that comes too late for them asks to join). Rank 0 then marks the job running.
+  static Entry enter(const comm::InitOptions& o, bool agent_store);
+
   // A member of generation 0: the job's store (it must outlive any one rank: served by launch,
   // not by a training rank), this process's rank, the world, and how members connect again.
   Elastic(std::shared_ptr<comm::Store> store, int rank, int world, comm::ConnectOptions connect);

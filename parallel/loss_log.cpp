@@ -74,4 +74,10 @@ const double* resumed_loss_sum(const std::vector<double>& sums, bool world_invar
   return nullptr;
 }
 
+std::vector<double> members_loss_sums(comm::Communicator& c, const std::vector<double>& kept) {
+  double s[2] = {kept.empty() ? 0 : kept[0], kept.empty() ? 0. : 1.};
+  c.all_reduce(s, 2, DType::F64, comm::ReduceOp::Sum);
+  return std::vector<double>(static_cast<size_t>(c.size()), s[1] > 0 ? s[0] / s[1] : 0);
+}
+
 }  // namespace engine::parallel

@@ -49,4 +49,9 @@ std::vector<double> gather_loss_sums(comm::Communicator* comm, double mine);
 const double* resumed_loss_sum(const std::vector<double>& sums, bool world_invariant, int world,
                                int rank);
 
+// After a membership change without the world-invariant mode (each rank summed its own epoch
+// losses): the members' mean of what they kept (`kept`: this member's sum, none on a newcomer),
+// one per rank of the new generation c. A collective of c.
+std::vector<double> members_loss_sums(comm::Communicator& c, const std::vector<double>& kept);
+
 }  // namespace engine::parallel

@@ -151,7 +151,9 @@ void Trainer::adopt(parallel::Elastic::Handover h) {
   rank_ = comm_->rank();
   world_ = comm_->size();
   start_ = pos_ = h.pos;
-  if (!c_.world_invariant) start_.epoch_loss_sums = pos_.epoch_loss_sums = members_loss_sums();
+  if (!c_.world_invariant)  // each rank summed its own
+    start_.epoch_loss_sums = pos_.epoch_loss_sums =
+        parallel::members_loss_sums(*comm_, boundary_.position().epoch_loss_sums);
   dropout_gen_.set_state(dropout_gen_.seed(), pos_.dropout_offset);
   redo_epoch_end_ = steps_done() && start_.batch_in_epoch > 0;
   shard_data();
@@ -163,32 +165,6 @@ void Trainer::adopt(parallel::Elastic::Handover h) {
   if (rank_ == 0)
     report::print_regroup({h.group.lost, h.group.joined, h.group.membership.ids, h.group.reasons,
                            pos_.step, h.source, h.bytes, h.ms});
-}
-
-std::vector<double> Trainer::members_loss_sums() {
-  const std::vector<double>& kept = boundary_.position().epoch_loss_sums;  // none on a newcomer
-  double s[2] = {kept.empty() ? 0 : kept[0], kept.empty() ? 0. : 1.};
-  comm_->all_reduce(s, 2, DType::F64, comm::ReduceOp::Sum);
-  return std::vector<double>(world_, s[1] > 0 ? s[0] / s[1] : 0);
-}
-
-bool Trainer::join_running_job() {
-  const char* agent = std::getenv("ENGINE_AGENT_STORE");
-  if (c_.on_rank_loss != "continue" || !agent || std::string(agent) != "1") return false;
-  const comm::InitOptions o = init_options(c_);
-  const comm::InitTarget t = comm::resolve_init_method(o);
-  if (!comm::job_running(*t.store)) return false;
-  ask_to_join(t, o.connect);
-  return true;
-}
-
-void Trainer::ask_to_join(const comm::InitTarget& t, const comm::ConnectOptions& o) {
-  newcomer_ = true;
-  rank_ = t.rank;
-  world_ = t.world_size;
-  std::optional<comm::Membership> m = parallel::Elastic::await(*t.store, t.rank, o.timeout);
-  elastic_.reset();
-  if (m) elastic_ = std::make_unique<parallel::Elastic>(t.store, t.world_size, o, *m);
 }
 
 bool Trainer::arrive() {
@@ -218,12 +194,11 @@ void Trainer::set_up() {
       if (!elastic_ || !parallel::Elastic::lost_a_member(comm_.get())) throw;
     }
     step_.reset();  // its reducer refers to the old communicator
-    start_without(comm_->transport().broken_reason());
+    start_without(elastic_->regroup(comm_->transport().broken_reason()));
   }
 }
 
-void Trainer::start_without(const std::string& why) {
-  parallel::Regrouped g = elastic_->regroup(why);
+void Trainer::start_without(parallel::Regrouped g) {
   comm_ = std::move(g.comm);
   comm_->set_algo(comm::algo_from_name(c_.algo));
   rank_ = comm_->rank();
@@ -234,41 +209,33 @@ void Trainer::start_without(const std::string& why) {
     report::print_regroup({g.lost, g.joined, g.membership.ids, g.reasons, -1, -1, 0, 0});
 }
 
-// --on-rank-loss continue: generation 0 meets in one place, not one per connect of a rank, so
-// that a rank started again before the others connected takes the lost one's place; a rank lost
-// while they connect leaves the others to start without it.
-void Trainer::connect_member() {
-  comm::InitOptions o = init_options(c_);
-  o.connect.meeting = "elastic/0/engine/";
-  const std::optional<comm::InitTarget> t = comm::job_target(o);
-  if (!t) return;
-  elastic_ = std::make_unique<parallel::Elastic>(t->store, t->rank, t->world_size, o.connect);
-  try {
-    comm_ = comm::connect_communicator(t->store, t->rank, t->world_size, o.connect);
-  } catch (const Error& e) {
-    try {
-      return start_without(e.what());
-    } catch (const comm::FencedError&) {  // it came too late for them: it asks, as a replacement
-      return ask_to_join(*t, o.connect);
-    }
+// --on-rank-loss continue: a member of generation 0, or a newcomer (parallel::Elastic::enter).
+void Trainer::enter_job() {
+  const char* agent = std::getenv("ENGINE_AGENT_STORE");
+  parallel::Entry e =
+      parallel::Elastic::enter(init_options(c_), agent && std::string(agent) == "1");
+  elastic_ = std::move(e.elastic);
+  newcomer_ = e.newcomer;
+  if (e.regrouped) {
+    e.regrouped->comm = std::move(e.comm);
+    return start_without(std::move(*e.regrouped));
   }
-  comm_->set_algo(comm::algo_from_name(c_.algo));
-  elastic_->started();
+  comm_ = std::move(e.comm);
+  if (comm_) comm_->set_algo(comm::algo_from_name(c_.algo));
+  rank_ = e.rank;
+  world_ = e.world;
 }
 
 void Trainer::connect() {
-  // A newcomer is admitted into a generation later (arrive).
-  if (!join_running_job()) {
-    if (c_.on_rank_loss == "continue")
-      connect_member();
-    else
-      comm_ = connect_rank(c_);
-  }
+  if (c_.on_rank_loss == "continue")
+    enter_job();
+  else
+    comm_ = connect_rank(c_);
   ENGINE_CHECK(c_.mode == "ddp" || !comm_,
                "--mode dp is one process driving several devices; this one is rank ",
                comm_ ? comm_->rank() : 0, " of ", comm_ ? comm_->size() : 1,
                ": start it alone, or use --mode ddp");
-  if (!newcomer_) {  // a newcomer keeps its launcher's rank and world size until admitted
+  if (c_.on_rank_loss != "continue") {  // enter_job set them (a newcomer: its launcher's)
     rank_ = comm_ ? comm_->rank() : 0;
     world_ = comm_ ? comm_->size() : 1;
   }

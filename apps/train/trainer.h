@@ -20,7 +20,6 @@
 
 #include "apps/train/config.h"
 #include "comm/communicator.h"
-#include "comm/rendezvous/rendezvous.h"
 #include "core/device.h"
 #include "core/rng.h"
 #include "data/device_data.h"
@@ -70,10 +69,9 @@ class Trainer {
   // agree, build, resume and distribute; with --on-rank-loss continue, again among the others
   // when a rank is lost before the first step (nothing to hand over yet).
   void set_up();
-  void connect_member();  // --on-rank-loss continue: a member of generation 0
-  // A rank lost before the first step (why: the failed generation's error): the others regroup
-  // and start without it.
-  void start_without(const std::string& why);
+  void enter_job();  // --on-rank-loss continue: a member of generation 0, or a newcomer
+  // A rank lost before the first step: the others (g, regrouped) start without it.
+  void start_without(parallel::Regrouped g);
   void build();
   void shard_data();  // shard_ and batch_ for this rank of world_
   void resume();
@@ -89,15 +87,9 @@ class Trainer {
   // A membership change: after a lost rank (the survivors regroup) or to admit newcomers; every
   // member takes the furthest one's state (parallel/elastic.h).
   void change_membership(bool admission);
-  // A replacement under launch --on-rank-loss continue: asks to join the running job (connect),
-  // then takes the members' state (arrive: false when the job finished first).
-  bool join_running_job();
-  void ask_to_join(const comm::InitTarget& t, const comm::ConnectOptions& o);
+  // A newcomer (enter_job) takes the members' state: false when the job finished first.
   bool arrive();
   void adopt(parallel::Elastic::Handover h);  // the new generation's communicator and position
-  // Without --world-invariant each rank summed its own epoch losses: the members' mean stands for
-  // each rank of the new generation (a collective of it).
-  std::vector<double> members_loss_sums();
   // --on-rank-loss continue: where a regroup goes on from, kept at every step boundary; throws
   // parallel::Admission when the members admit newcomers there.
   void keep_boundary(int64_t epoch, int64_t batch_in_epoch);

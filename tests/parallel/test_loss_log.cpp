@@ -81,5 +81,16 @@ TEST(EpochLoss, AResumedEpochsSum) {
   EXPECT_EQ(resumed_loss_sum({}, true, 2, 1), nullptr);
 }
 
+// Three members after a change: two kept a sum, the newcomer none; every rank gets their mean.
+TEST(EpochLoss, TheMembersMeanStandsForEachRankAfterAChange) {
+  auto comms = comm::make_mem_communicators(3);
+  std::vector<std::vector<double>> got(3);
+  testing::expect_no_errors(testing::run_threads(3, [&](int r) {
+    got[r] = members_loss_sums(
+        *comms[r], r == 2 ? std::vector<double>{} : std::vector<double>{r == 0 ? 4.0 : 6.0});
+  }));
+  for (const auto& g : got) EXPECT_EQ(g, (std::vector<double>{5.0, 5.0, 5.0}));
+}
+
 }  // namespace
 }  // namespace engine::parallel
