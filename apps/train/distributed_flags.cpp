@@ -120,8 +120,6 @@ void validate_rank_loss(const TrainConfig& c) {
                c.grad_compression, ": PowerSGD's error feedback is each rank's own");
   ENGINE_CHECK(c.zero == 0, "--on-rank-loss continue and --zero 1: a lost rank takes its shard ",
                "of the optimizer state with it");
-  ENGINE_CHECK(c.accumulate == 1, "--on-rank-loss continue goes on from the last optimizer step; ",
-               "--accumulate ", c.accumulate, " is not covered yet");
   ENGINE_CHECK(c.backend == "ring", "--on-rank-loss continue regroups our own collectives; ",
                "--backend ", c.backend, " cannot drop a rank");
 }

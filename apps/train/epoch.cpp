@@ -85,7 +85,7 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
       std::fflush(stdout);
     }
     uploader.done(cur.slot);
-    keep_boundary(epoch, t.next + 1);
+    if (m.last) keep_boundary(epoch, t.next + 1);  // accumulating: only whole optimizer steps
     if (!took) ++t.skipped;
     ++t.batches;
     const int64_t images = c_.world_invariant ? c_.batch_size : cur.size * world_;  // all ranks'
