@@ -14,7 +14,7 @@ namespace {
 
 const char kUsage[] =
     "usage: launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]\n"
-    "              [--grace-period S] [--max-restarts R] [--on-rank-loss stop|continue]\n"
+    "              [--stop-grace S] [--max-restarts R] [--on-rank-loss stop|continue]\n"
     "              [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N copies of PROGRAM on this node, ranks node_rank*N .. node_rank*N+N-1 of M*N,\n"
@@ -23,7 +23,9 @@ const char kUsage[] =
     "unless already set. Each line a rank prints is prefixed with \"[rank R] \".\n"
     "When a rank fails, the others get SIGTERM, then SIGKILL after the grace period, and launch\n"
     "exits with the failed rank's code (128 + signal if it was killed). SIGINT, SIGTERM and\n"
-    "SIGHUP are forwarded to the ranks; a second one kills them. With --max-restarts R, a\n"
+    "SIGHUP are forwarded to the ranks (train --flight-recorder writes its dumps meanwhile),\n"
+    "what is left after the grace period is killed, and launch exits 128 + the signal's number;\n"
+    "a second signal kills them at once. With --max-restarts R, a\n"
     "failed job (not one stopped by a signal to launch) is started again, every rank, up to R\n"
     "times, as torchrun's --max-restarts; each start sees TORCHELASTIC_RESTART_COUNT\n"
     "(train --checkpoint F --resume auto then goes on from its last checkpoint).\n"
@@ -49,7 +51,9 @@ bool parse_args(int argc, char** argv, engine::launch::LaunchOptions* o) {
   f.add("node-rank", &node_rank, "this node's index, 0 .. M-1");
   f.add("master-addr", &o->job.master_addr, "address of rank 0's host");
   f.add("master-port", &port, "port of rank 0's store");
-  f.add("grace-period", &o->grace_s, "seconds between SIGTERM and SIGKILL when stopping");
+  f.add("stop-grace", &o->grace_s,
+        "seconds between the stop signal and SIGKILL when stopping the ranks (default 10)");
+  f.add("grace-period", &o->grace_s, "the same as --stop-grace (its first name)");
   int64_t restarts = 0;
   f.add("max-restarts", &restarts, "start every rank again after a failure, up to R times");
   std::string on_loss = "stop";
@@ -63,7 +67,7 @@ bool parse_args(int argc, char** argv, engine::launch::LaunchOptions* o) {
   ENGINE_USAGE_CHECK(node_rank >= 0 && node_rank < nnodes, "--node-rank must be 0 .. ", nnodes - 1);
   ENGINE_USAGE_CHECK(!o->job.master_addr.empty(), "--master-addr is empty");
   ENGINE_USAGE_CHECK(port >= 1 && port <= 65535, "--master-port must be 1 .. 65535");
-  ENGINE_USAGE_CHECK(o->grace_s >= 0, "--grace-period must be >= 0");
+  ENGINE_USAGE_CHECK(o->grace_s >= 0, "--stop-grace must be >= 0");
   ENGINE_USAGE_CHECK(restarts >= 0 && restarts <= 1000000, "--max-restarts must be 0 .. 1000000");
   o->max_restarts = static_cast<int>(restarts);
   o->keep_going = on_loss == "continue";

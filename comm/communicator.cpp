@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "comm/health/flight_recorder.h"
 #include "core/cuda_backend.h"
 #include "core/error.h"
 
@@ -86,6 +87,7 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions opt
       p2p_sent_(transport_->world(), 0),
       p2p_recvd_(transport_->world(), 0) {
   set_segment_bytes(opts_.segment_bytes);
+  flight_ = FlightRecorder::get().new_comm();
 }
 
 void Communicator::shutdown() {
@@ -115,7 +117,9 @@ void Communicator::run(const std::function<void()>& fn) {
     try {
       fn();
       transport_->progress().completed.store(seq_, std::memory_order_relaxed);
+      FlightRecorder::get().completed(flight_);
     } catch (const std::exception& e) {
+      FlightRecorder::get().failed(flight_, e.what(), rank());
       // Whatever failed mid-collective leaves peers mid-collective too: break the communicator so
       // that they fail now, not at their timeout.
       transport_->abort(e.what());
@@ -159,7 +163,9 @@ Work Communicator::enqueue(std::function<void()> fn) {
         try {
           fn();
           transport_->progress().completed.store(seq_, std::memory_order_relaxed);
+          FlightRecorder::get().completed(flight_);
         } catch (const std::exception& e) {
+          FlightRecorder::get().failed(flight_, e.what(), rank());
           transport_->abort(e.what());
           throw;
         }
@@ -210,6 +216,7 @@ CollContext Communicator::call(CollOp op, size_t count, DType dtype, ReduceOp re
   f.redop = redop;
   f.root = root;
   f.group = group_;
+  FlightRecorder::get().started(flight_, f);
   return CollContext{*transport_, f, opts_.timeout, opts_.segment_bytes, observer_, opts_.algo};
 }
 

@@ -276,7 +276,8 @@ class Communicator {
   // hosts' leaders (local rank 0; null elsewhere).
   std::unique_ptr<Communicator> host_comm_, leaders_comm_;
   bool two_level_ready_ = false;
-  uint64_t seq_ = 0;  // collectives so far
+  uint64_t seq_ = 0;     // collectives so far
+  uint32_t flight_ = 0;  // its number in the flight recorder (comm/health/flight_recorder.h)
   std::mutex p2p_mu_;
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;  // per peer message counters
 

@@ -25,6 +25,7 @@ constexpr Knob kSyncGuard{"ENGINE_SYNC_GUARD", "0|1", "0"};
 constexpr Knob kMaxCpuIsa{"ENGINE_MAX_CPU_ISA", "avx512_core_bf16|avx512_core|avx2", ""};
 constexpr Knob kCommHostId{"ENGINE_COMM_HOST_ID", "any text", ""};
 constexpr Knob kPowersgdStart{"ENGINE_POWERSGD_START", "0 .. 1000000000", "100"};
+constexpr Knob kFlightRecorder{"ENGINE_FLIGHT_RECORDER", "0|1", "1"};
 constexpr int kMaxRingChannels = 32;  // comm/backends/cuda_ipc/protocol/layout.h kMaxChannels
 
 const char* set_or_null(const char* v) {
@@ -60,8 +61,9 @@ int integer(const Knob& k, const char* v, long long lo, long long hi, int fallba
 
 const std::vector<Knob>& all() {
   static const std::vector<Knob> kAll = {
-      kAlgo,         kCudaKernels, kCudaRing,  kRingProtocol, kRingChannels, kCudaGraph,
-      kDataOnDevice, kThreads,     kSyncGuard, kMaxCpuIsa,    kCommHostId,   kPowersgdStart};
+      kAlgo,       kCudaKernels,   kCudaRing,      kRingProtocol, kRingChannels,
+      kCudaGraph,  kDataOnDevice,  kThreads,       kSyncGuard,    kMaxCpuIsa,
+      kCommHostId, kPowersgdStart, kFlightRecorder};
   return kAll;
 }
 
@@ -69,6 +71,7 @@ void check_all() {
   (void)algo(), (void)cuda_kernels(), (void)cuda_ring(), (void)ring_protocol();
   (void)ring_channels(), (void)cuda_graph(), (void)data_on_device(), (void)threads();
   (void)sync_guard(), (void)max_cpu_isa(), (void)comm_host_id(), (void)powersgd_start();
+  (void)flight_recorder();
 }
 
 bool given(const char* name) {
@@ -104,6 +107,9 @@ bool sync_guard() {
 }
 std::string max_cpu_isa() {
   return choice(kMaxCpuIsa, std::getenv("ENGINE_MAX_CPU_ISA"));
+}
+bool flight_recorder() {
+  return choice(kFlightRecorder, std::getenv("ENGINE_FLIGHT_RECORDER")) == "1";
 }
 int powersgd_start() {
   return integer(kPowersgdStart, std::getenv("ENGINE_POWERSGD_START"), 0, 1000000000, 100);

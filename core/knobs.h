@@ -42,6 +42,9 @@ int threads();
 // ENGINE_POWERSGD_START: 0 .. 1e9 (default 100), the optimizer steps train averages
 // uncompressed before --grad-compression powersgd:R starts (PowerSGD's start_powerSGD_iter).
 int powersgd_start();
+// ENGINE_FLIGHT_RECORDER: 0|1 (default 1), every communicator records its collectives
+// (comm/health/flight_recorder.h); 0 to measure what recording costs.
+bool flight_recorder();
 // ENGINE_SYNC_GUARD: 0|1 (default 0), a host sync inside a training step throws
 // (core/sync_guard.h).
 bool sync_guard();

@@ -19,7 +19,7 @@ namespace engine::launch {
 struct LaunchOptions {
   JobShape job;
   std::vector<std::string> command;  // program and its arguments, run once per local rank
-  double grace_s = 5.0;              // SIGTERM -> SIGKILL delay when stopping ranks
+  double grace_s = 10.0;             // SIGTERM -> SIGKILL delay when stopping ranks
   // torchrun's --max-restarts: when a rank fails, stop every rank and start them all again, up
   // to this many times; each start sees TORCHELASTIC_RESTART_COUNT (0, 1, ...).
   int max_restarts = 0;

@@ -73,6 +73,9 @@ void declare_watching_flags(Flags& f, TrainConfig& c) {
   f.add("plot", &c.plot, "draw loss per step and test accuracy per epoch as an SVG");
   f.add_switch("profile", &c.profile,
                "after the run, print milliseconds per step by layer and phase, and GFLOP/s");
+  f.add("flight-recorder", &c.flight_recorder,
+        "write each rank's last 2,000 collectives to DIR/rank<N>.json when the job fails, is "
+        "stopped (SIGTERM, SIGINT, SIGHUP) or gets SIGUSR1 (docs/flight_recorder.md)");
 }
 
 // The flags that became ENGINE_* variables (docs/knobs.md), and one that went with its code.

@@ -64,9 +64,10 @@ struct TrainConfig {
   // fixed chunk tree (parallel/tree_reducer.h; docs/training.md).
   bool world_invariant = false;
   // Watching and measuring.
-  std::string trace;     // Chrome trace-event JSON of the run
-  std::string plot;      // SVG of loss per step and test accuracy per epoch
-  bool profile = false;  // print where the step's time goes, per layer and phase
+  std::string trace;            // Chrome trace-event JSON of the run
+  std::string plot;             // SVG of loss per step and test accuracy per epoch
+  bool profile = false;         // print where the step's time goes, per layer and phase
+  std::string flight_recorder;  // DIR: the flight recorder's dumps
   // ENGINE_CUDA_GRAPH auto | on | off: the step captured as one CUDA graph (docs/gpu.md).
   std::string cuda_graph = "auto";
   // ENGINE_DATA_ON_DEVICE auto | on | off: the training set on the GPU (data/device_data.h).

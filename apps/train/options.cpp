@@ -123,9 +123,9 @@ std::string resume_refusal(const nn::ResumeMismatch& e) {
 }
 
 const std::vector<std::string>& rank_local_flags() {
-  static const std::vector<std::string> kLocal = {"threads",    "metrics", "plot",    "profile",
-                                                  "save",       "rank",    "timeout", "init-method",
-                                                  "world-size", "data-dir"};
+  static const std::vector<std::string> kLocal = {
+      "threads", "metrics",     "plot",       "profile",  "save",           "rank",
+      "timeout", "init-method", "world-size", "data-dir", "flight-recorder"};
   return kLocal;
 }
 

@@ -10,6 +10,7 @@
 #include "apps/train/options.h"
 #include "comm/backends/mpi/mpi_world.h"
 #include "comm/grad_sync.h"
+#include "comm/health/flight_recorder.h"
 #include "comm/rendezvous/rendezvous.h"
 #include "comm/rendezvous/slurm_env.h"
 #include "core/cuda_backend.h"
@@ -150,6 +151,7 @@ void Trainer::adopt(parallel::Elastic::Handover h) {
   comm_->set_algo(comm::algo_from_name(c_.algo));
   rank_ = comm_->rank();
   world_ = comm_->size();
+  comm::set_flight_dump("", rank_, world_);
   start_ = pos_ = h.pos;
   if (!c_.world_invariant)  // each rank summed its own
     start_.epoch_loss_sums = pos_.epoch_loss_sums =
@@ -203,6 +205,7 @@ void Trainer::start_without(parallel::Regrouped g) {
   comm_->set_algo(comm::algo_from_name(c_.algo));
   rank_ = comm_->rank();
   world_ = comm_->size();
+  comm::set_flight_dump("", rank_, world_);
   elastic_->started();
   progress_ = Progress(rank_, rank_ == 0);
   if (rank_ == 0)
@@ -238,6 +241,10 @@ void Trainer::connect() {
   if (c_.on_rank_loss != "continue") {  // enter_job set them (a newcomer: its launcher's)
     rank_ = comm_ ? comm_->rank() : 0;
     world_ = comm_ ? comm_->size() : 1;
+  }
+  if (!c_.flight_recorder.empty()) {
+    comm::set_flight_dump(c_.flight_recorder, rank_, world_);
+    comm::install_flight_signals();
   }
   threads_ = c_.threads > 0
                  ? static_cast<int>(c_.threads)
@@ -480,13 +487,18 @@ void Trainer::finish() {
 
 void run_training(const TrainConfig& c) {
   try {
-    Trainer t(c);
-    t.run();
-  } catch (const parallel::NonfiniteStop& e) {
-    ENGINE_FAIL(e.found(), "; stopped by --nonfinite stop, no checkpoint written from it ",
-                "(--nonfinite skip skips such steps)");
-  } catch (const nn::ResumeMismatch& e) {  // --resume: a checkpoint of another setting
-    ENGINE_FAIL(resume_refusal(e));
+    try {
+      Trainer t(c);
+      t.run();
+    } catch (const parallel::NonfiniteStop& e) {
+      ENGINE_FAIL(e.found(), "; stopped by --nonfinite stop, no checkpoint written from it ",
+                  "(--nonfinite skip skips such steps)");
+    } catch (const nn::ResumeMismatch& e) {  // --resume: a checkpoint of another setting
+      ENGINE_FAIL(resume_refusal(e));
+    }
+  } catch (const std::exception& e) {
+    comm::write_flight_dump(e.what());  // --flight-recorder: what every collective did
+    throw;
   }
 }
 

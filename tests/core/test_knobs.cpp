@@ -58,7 +58,7 @@ TEST(Knobs, UnsetOrEmptyGivesTheDefaults) {
       channels("ENGINE_RING_CHANNELS", nullptr), graph("ENGINE_CUDA_GRAPH", nullptr),
       data("ENGINE_DATA_ON_DEVICE", nullptr), threads("ENGINE_THREADS", nullptr),
       guard("ENGINE_SYNC_GUARD", nullptr), isa("ENGINE_MAX_CPU_ISA", nullptr),
-      host("ENGINE_COMM_HOST_ID", "");
+      host("ENGINE_COMM_HOST_ID", ""), flight("ENGINE_FLIGHT_RECORDER", nullptr);
   EXPECT_FALSE(knobs::given("ENGINE_ALGO")) << "empty is unset";
   EXPECT_EQ(knobs::algo(), "auto");
   EXPECT_EQ(knobs::cuda_kernels(), "engine");
@@ -71,6 +71,7 @@ TEST(Knobs, UnsetOrEmptyGivesTheDefaults) {
   EXPECT_FALSE(knobs::sync_guard());
   EXPECT_EQ(knobs::max_cpu_isa(), "");
   EXPECT_EQ(knobs::comm_host_id(), "");
+  EXPECT_TRUE(knobs::flight_recorder());
   EXPECT_NO_THROW(knobs::check_all());
 }
 
@@ -80,7 +81,7 @@ TEST(Knobs, EachVariableForcesItsValue) {
       channels("ENGINE_RING_CHANNELS", "16"), graph("ENGINE_CUDA_GRAPH", "off"),
       data("ENGINE_DATA_ON_DEVICE", "on"), threads("ENGINE_THREADS", "3"),
       guard("ENGINE_SYNC_GUARD", "1"), isa("ENGINE_MAX_CPU_ISA", "avx2"),
-      host("ENGINE_COMM_HOST_ID", "host-a");
+      host("ENGINE_COMM_HOST_ID", "host-a"), flight("ENGINE_FLIGHT_RECORDER", "0");
   EXPECT_TRUE(knobs::given("ENGINE_ALGO"));
   EXPECT_EQ(knobs::algo(), "rd");
   EXPECT_EQ(knobs::cuda_kernels(), "library");
@@ -93,6 +94,7 @@ TEST(Knobs, EachVariableForcesItsValue) {
   EXPECT_TRUE(knobs::sync_guard());
   EXPECT_EQ(knobs::max_cpu_isa(), "avx2");
   EXPECT_EQ(knobs::comm_host_id(), "host-a");
+  EXPECT_FALSE(knobs::flight_recorder());
 }
 
 // Every variable but the free-text host id refuses a value it does not take, in one line that
