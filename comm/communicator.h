@@ -90,6 +90,8 @@ class Communicator {
   int size() const { return transport_->world(); }
   // Collectives started so far (their sequence numbers; tests count calls with it).
   uint64_t collectives_started() const { return seq_; }
+  // Its entries' `comm` in the flight recorder (comm/health/flight_recorder.h).
+  uint32_t flight_id() const { return flight_; }
   const std::string& transport_kind() const { return transport_->kind(); }
   // Ranks on this host and this rank's index among them (from the host identities).
   int local_rank() const { return local_rank_; }

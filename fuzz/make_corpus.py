@@ -107,6 +107,39 @@ def hostlist_corpus():
         put("fuzz_hostlist", "list%d" % i, text.encode())
 
 
+def flight_dump_corpus():
+    def entry(seq, state, started, done=None, **kw):
+        e = {"comm": 0, "group": 0, "seq": seq, "op": "all_reduce", "dtype": "F32", "redop": "SUM",
+             "root": -1, "count": 421642, "started_s": started, "completed_s": done, "state": state}
+        e.update(kw)
+        return e
+
+    def dump(rank, world, reason, entries):
+        return {"format": "engine-flight-record", "version": 1, "rank": rank, "world": world,
+                "pid": 4000 + rank, "host": "node0", "reason": reason, "written_unix_s": 1.7e9 + 40,
+                "zero_unix_s": 1.7e9, "recorded": len(entries) + 3, "entries": entries}
+
+    def put_json(name, d):
+        put("fuzz_flight_dump", name, json.dumps(d, indent=1).encode())
+
+    failed = dump(0, 3, "rank 1 is frozen", [
+        entry(40, "completed", 4.0, 4.005), entry(41, "completed", 4.1, 4.105),
+        entry(42, "failed", 4.2, error="rank 1 is frozen", waiting_for=[1])])
+    put_json("failed", failed)
+    put_json("live", dump(1, 2, "SIGUSR1", [
+        entry(3, "completed", 1.0, 1.5, comm=1, group=7, op="broadcast", dtype="BF16", root=0),
+        entry(4, "started", 2.0, op="chunk_tree_all_reduce", redop="AVG", root=4)]))
+    put_json("no_entries", dump(0, 1, "SIGTERM", []))
+    text = json.dumps(failed, indent=1).encode()
+    put("fuzz_flight_dump", "truncated", text[:len(text) // 2])
+    put_json("wrong_format", dict(failed, format="chrome-trace"))
+    put_json("wrong_version", dict(failed, version=2))
+    no_seq = json.loads(text)
+    del no_seq["entries"][1]["seq"]
+    put_json("missing_seq", no_seq)
+    put_json("mistyped_rank", dict(failed, rank="0"))
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python3 fuzz/make_corpus.py build/apps/train")
@@ -116,3 +149,4 @@ if __name__ == "__main__":
     store_corpus()
     frame_corpus()
     hostlist_corpus()
+    flight_dump_corpus()

@@ -123,22 +123,26 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::write(const EpochResult& r) {
-  const Json j = {{"epoch", r.epoch},
-                  {"step", r.step},
-                  {"train_loss", r.train_loss},
-                  {"test_loss", r.test_loss},
-                  {"test_acc", r.test_acc},
-                  {"images_per_s", r.images_per_s},
-                  {"wall_s", r.wall_s},
-                  {"train_flop_per_image", r.train_flop_per_image},
-                  {"precision", r.precision},
-                  {"optimizer_state_bytes", r.optimizer_state_bytes},
-                  {"comm_bytes_per_step", r.comm_bytes_per_step},
-                  {"skipped_steps", r.skipped_steps},
-                  {"world_size", r.world_size},
-                  {"generation", r.generation},
-                  {"world_size_changes", r.world_size_changes},
-                  {"steps_lost", r.steps_lost}};
+  Json j = {{"epoch", r.epoch},
+            {"step", r.step},
+            {"train_loss", r.train_loss},
+            {"test_loss", r.test_loss},
+            {"test_acc", r.test_acc},
+            {"images_per_s", r.images_per_s},
+            {"wall_s", r.wall_s},
+            {"train_flop_per_image", r.train_flop_per_image},
+            {"precision", r.precision},
+            {"optimizer_state_bytes", r.optimizer_state_bytes},
+            {"comm_bytes_per_step", r.comm_bytes_per_step},
+            {"skipped_steps", r.skipped_steps},
+            {"world_size", r.world_size},
+            {"generation", r.generation},
+            {"world_size_changes", r.world_size_changes},
+            {"steps_lost", r.steps_lost}};
+  j["straggler_rank"] = r.straggler_rank >= 0 ? Json(r.straggler_rank) : Json(nullptr);
+  j["straggler_share"] = r.straggler_share;
+  j["straggler_late_ms"] = r.straggler_late_ms;
+  j["wait_ms_per_step"] = r.wait_ms_per_step;
   std::string line = dump_json(j) + "\n";
   ENGINE_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0,
                path_, ": write failed: ", std::strerror(errno));

@@ -25,6 +25,12 @@ struct EpochResult {
   // survivor completed).
   int64_t generation = 0, world_size_changes = 0, steps_lost = 0;
   int world_size = 1;  // ranks at the epoch's end
+  // Who made everyone wait over the epoch (parallel/straggler.h): the rank that stood out (-1:
+  // none; null in --metrics), its share of the collectives it came last in, how late, and each
+  // rank's wait per step.
+  int straggler_rank = -1;
+  double straggler_share = 0, straggler_late_ms = 0;
+  std::vector<double> wait_ms_per_step;
 };
 
 // Progress within an epoch: a carriage-return bar that fits the terminal's width on a terminal,

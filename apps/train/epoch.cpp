@@ -1,5 +1,6 @@
 // apps/train/epoch.cpp: the Trainer's epoch: its batches, one training step each, then the end of
 // the epoch (evaluation, the epoch line, metrics, checkpoint, plot).
+#include <algorithm>
 #include <cstdio>
 
 #include "apps/train/trainer.h"
@@ -27,6 +28,20 @@ void evaluate(nn::Model& model, const data::MnistSplit& test, comm::Communicator
 
 }  // namespace
 
+Trainer::EpochTally Trainer::begin_tally(int64_t first, int64_t total) {
+  EpochTally t;
+  t.total = total;
+  if (const double* sum = first > 0 ? parallel::resumed_loss_sum(start_.epoch_loss_sums,
+                                                                 c_.world_invariant, world_, rank_)
+                                    : nullptr) {
+    t.loss_sum = *sum;  // the epoch line stays the whole epoch's mean
+    t.batches = first;
+  }
+  loss_log_.start(t.loss_sum);
+  watch_stragglers(Watch::Begin);
+  return t;
+}
+
 Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
   const int64_t first = epoch == start_.epoch ? start_.batch_in_epoch : 0;
   // Partition: one loader, its shard reshuffled per epoch (seeded by seed, epoch and rank).
@@ -39,15 +54,7 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
   loader.start_epoch(epoch);
   data::Batch b;
   for (int64_t i = 0; i < first && loader.next(&b);) ++i;  // batches a resumed run trained on
-  EpochTally t;
-  t.total = loader.batches_per_epoch();
-  if (const double* sum = first > 0 ? parallel::resumed_loss_sum(start_.epoch_loss_sums,
-                                                                 c_.world_invariant, world_, rank_)
-                                    : nullptr) {
-    t.loss_sum = *sum;  // the epoch line stays the whole epoch's mean
-    t.batches = first;
-  }
-  loss_log_.start(t.loss_sum);
+  EpochTally t = begin_tally(first, loader.batches_per_epoch());
   keep_boundary(epoch, first);
   // Reads what the steps recorded on the device (outside the steps: at a progress line, a
   // checkpoint and the epoch's end): the loss sum, --plot's per-step losses, --nonfinite stop's
@@ -93,6 +100,7 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
     if (m.last) {
       ++t.steps;
       t.comm_bytes += step_->last_step_bytes();
+      watch_stragglers(Watch::Step);
     }
     progress_.update(t.next, read_losses, images);
     // --checkpoint-every K; the epoch's last step and the run's are checkpointed by end_epoch.
@@ -105,7 +113,38 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
   read_losses();
   t.train_s = std::chrono::duration<double>(Clock::now() - start).count();
   progress_.finish();
+  watch_stragglers(Watch::End);
   return t;
+}
+
+void Trainer::watch_stragglers(Watch w) {
+  if (!comm_ || world_ < 2) return;
+  if (w == Watch::Begin) {
+    straggler_.start(*comm_);
+    epoch_stragglers_ = {};
+    straggler_steps_ = 0;
+    return;
+  }
+  if (w == Watch::Step) ++straggler_steps_;
+  if (straggler_steps_ == 0 || (w == Watch::Step && straggler_steps_ < kStragglerSteps)) return;
+  const std::optional<parallel::StragglerScore> s = straggler_.interval(*comm_, straggler_steps_);
+  straggler_steps_ = 0;
+  if (!s) return;
+  epoch_stragglers_.add(*s);
+  if (rank_ != 0) return;
+  if (s->stands_out && s->rank != named_straggler_) {
+    std::printf("%s\n", parallel::straggler_line(*s).c_str());
+    named_straggler_ = s->rank;
+  } else if (!s->stands_out && named_straggler_ >= 0) {
+    std::printf(
+        "rank %d is no longer the straggler (last into %.0f%% of the last %lld steps' "
+        "collectives)\n",
+        named_straggler_,
+        100.0 * s->last_count[named_straggler_] / std::max<int64_t>(1, s->collectives),
+        static_cast<long long>(s->steps));
+    named_straggler_ = -1;
+  }
+  std::fflush(stdout);
 }
 
 void Trainer::end_epoch(int64_t epoch, const EpochTally& t) {
@@ -135,6 +174,14 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.optimizer_state_bytes = static_cast<int64_t>(step_->optimizer().state_bytes());
   r.world_size = world_;
   if (elastic_) r.generation = r.world_size_changes = elastic_->changes();
+  const parallel::StragglerScore& st = epoch_stragglers_;
+  if (st.stands_out) {
+    r.straggler_rank = st.rank;
+    r.straggler_share = st.share;
+    r.straggler_late_ms = st.late_ms;
+  }
+  for (size_t q = 0; q < st.wait_ms.size(); ++q)
+    r.wait_ms_per_step.push_back(st.wait_ms_per_step(static_cast<int>(q)));
   trace::Scope ts("evaluate", "eval");
   evaluate(*model_, mnist_.test, comm_.get(), device_, c_.world_invariant, &r);
   return r;

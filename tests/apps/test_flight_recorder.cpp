@@ -60,6 +60,12 @@ TEST_F(FlightDumps, TheSurvivorsOfAFrozenRankDumpTheCollectiveTheyWaitedIn) {
     EXPECT_GT(d["recorded"].get<int64_t>(), 10);
   }
   ::kill(ranks[1]->pid(), SIGKILL);
+  // flight_report reads them: its verdict, first, names the frozen rank and the collective.
+  const RunResult r = run(kBuild + "/apps/flight_report " + dumps_);
+  EXPECT_EQ(r.code, 0) << r.output;
+  const std::string verdict = r.output.substr(0, r.output.find('\n'));
+  EXPECT_NE(verdict.find("ranks 0, 2 failed in #"), std::string::npos) << r.output;
+  EXPECT_NE(verdict.find("waiting for rank 1"), std::string::npos) << r.output;
 }
 
 // SIGUSR1: a snapshot appears while both ranks train on to the end.

@@ -38,7 +38,7 @@ const Program kPrograms[] = {
     {"train", "--epochs x"},          {"launch", "--nproc-per-node x -- true"},
     {"ring_demo", "--count x"},       {"trace_svg", "--in a.json --out a.svg --width x"},
     {"gpu_selftest", "--device tpu"}, {"allreduce_bench", "--iters x"},
-    {"bench_kernels", "--threads x"},
+    {"bench_kernels", "--threads x"}, {"flight_report", "--last x"},
 };
 
 class Programs : public ::testing::TestWithParam<Program> {};

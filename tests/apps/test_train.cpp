@@ -137,11 +137,26 @@ TEST_F(TrainTest, LossFallsAndMetricsAreWritten) {
   ASSERT_EQ(rows.size(), 3u);
   std::vector<std::string> keys;  // in docs/training.md's order
   for (const auto& [k, v] : rows[0].items()) keys.push_back(k);
-  EXPECT_EQ(keys,
-            (std::vector<std::string>{
-                "epoch", "step", "train_loss", "test_loss", "test_acc", "images_per_s", "wall_s",
-                "train_flop_per_image", "precision", "optimizer_state_bytes", "comm_bytes_per_step",
-                "skipped_steps", "world_size", "generation", "world_size_changes", "steps_lost"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"epoch",
+                                            "step",
+                                            "train_loss",
+                                            "test_loss",
+                                            "test_acc",
+                                            "images_per_s",
+                                            "wall_s",
+                                            "train_flop_per_image",
+                                            "precision",
+                                            "optimizer_state_bytes",
+                                            "comm_bytes_per_step",
+                                            "skipped_steps",
+                                            "world_size",
+                                            "generation",
+                                            "world_size_changes",
+                                            "steps_lost",
+                                            "straggler_rank",
+                                            "straggler_share",
+                                            "straggler_late_ms",
+                                            "wait_ms_per_step"}));
   // One rank, SGD with momentum 0.5 on linear (7850 parameters): one momentum buffer, no sync.
   EXPECT_EQ(rows[0].at("optimizer_state_bytes").get<int64_t>(), 7850 * 4);
   EXPECT_EQ(rows[0].at("comm_bytes_per_step").get<double>(), 0.0);
