@@ -106,6 +106,37 @@ std::string straggler_line(const StragglerScore& s) {
   return buf;
 }
 
+void StragglerWatch::begin_epoch(comm::Communicator& c) {
+  start(c);
+  steps_ = 0;
+  epoch_ = {};
+}
+
+std::string StragglerWatch::step(comm::Communicator& c, bool epoch_end) {
+  if (c.size() < 2) return "";
+  if (!epoch_end) ++steps_;
+  if (steps_ == 0 || (!epoch_end && steps_ < kSteps)) return "";
+  const std::optional<StragglerScore> s = interval(c, steps_);
+  steps_ = 0;
+  if (!s) return "";
+  epoch_.add(*s);
+  if (s->stands_out && s->rank != named_) {
+    named_ = s->rank;
+    return straggler_line(*s);
+  }
+  if (s->stands_out || named_ < 0) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "rank %d is no longer the straggler (last into %.0f%% of the last %lld steps' "
+                "collectives)",
+                named_,
+                100.0 * static_cast<double>(s->last_count[named_]) /
+                    static_cast<double>(std::max<int64_t>(1, s->collectives)),
+                static_cast<long long>(s->steps));
+  named_ = -1;
+  return buf;
+}
+
 void StragglerWatch::start(comm::Communicator& c) {
   first_seq_ = c.collectives_started() + 1;
   start_s_ = comm::FlightRecorder::get().now_s();

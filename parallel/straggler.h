@@ -47,22 +47,34 @@ StragglerScore score_stragglers(const std::vector<std::vector<double>>& inside_s
 // computes 58 ms, the others 37 ms)".
 std::string straggler_line(const StragglerScore& s);
 
-// Watches one communicator: every interval, each rank's times inside its collectives since the
-// last one (from the flight recorder) go to rank 0, which scores them.
+// Watches one communicator through an epoch: every kSteps steps (and at the epoch's end) each
+// rank's times inside its collectives since the last interval (from the flight recorder) are
+// gathered at every rank and scored; the intervals add up to the epoch's score.
 class StragglerWatch {
  public:
-  // Starts an interval now (and after a membership change: c is the new communicator).
-  void start(comm::Communicator& c);
-  // Every rank calls it with the steps since start, and the next interval starts (an all_gather
-  // of c: the same moment on every rank); every rank gets the score (nullopt with one rank).
-  std::optional<StragglerScore> interval(comm::Communicator& c, int64_t steps);
-
+  static constexpr int64_t kSteps = 20;
   // The collectives of an interval that are scored: its last kSlots.
   static constexpr int kSlots = 256;
 
+  // An epoch starts (or goes on after a membership change: c is the new communicator).
+  void begin_epoch(comm::Communicator& c);
+  // After each optimizer step, and once at the epoch's end (epoch_end): at an interval's end (an
+  // all_gather of c, at the same step on every rank), the line to print when a rank starts or
+  // stops standing out ("rank 1 is the straggler: ...", "rank 1 is no longer the straggler
+  // (...)"); "" otherwise.
+  std::string step(comm::Communicator& c, bool epoch_end);
+  const StragglerScore& epoch() const { return epoch_; }
+
+  // One interval of `steps` steps, and the next one starts (nullopt with one rank).
+  std::optional<StragglerScore> interval(comm::Communicator& c, int64_t steps);
+
  private:
+  void start(comm::Communicator& c);
   uint64_t first_seq_ = 0;  // the interval's first collective
   double start_s_ = 0;      // on the flight recorder's clock
+  int64_t steps_ = 0;       // since the interval started
+  StragglerScore epoch_;
+  int named_ = -1;  // the rank standing out, as last said
 };
 
 }  // namespace engine::parallel

@@ -1,6 +1,5 @@
 // apps/train/epoch.cpp: the Trainer's epoch: its batches, one training step each, then the end of
 // the epoch (evaluation, the epoch line, metrics, checkpoint, plot).
-#include <algorithm>
 #include <cstdio>
 
 #include "apps/train/trainer.h"
@@ -118,33 +117,10 @@ Trainer::EpochTally Trainer::run_epoch(int64_t epoch) {
 }
 
 void Trainer::watch_stragglers(Watch w) {
-  if (!comm_ || world_ < 2) return;
-  if (w == Watch::Begin) {
-    straggler_.start(*comm_);
-    epoch_stragglers_ = {};
-    straggler_steps_ = 0;
-    return;
-  }
-  if (w == Watch::Step) ++straggler_steps_;
-  if (straggler_steps_ == 0 || (w == Watch::Step && straggler_steps_ < kStragglerSteps)) return;
-  const std::optional<parallel::StragglerScore> s = straggler_.interval(*comm_, straggler_steps_);
-  straggler_steps_ = 0;
-  if (!s) return;
-  epoch_stragglers_.add(*s);
-  if (rank_ != 0) return;
-  if (s->stands_out && s->rank != named_straggler_) {
-    std::printf("%s\n", parallel::straggler_line(*s).c_str());
-    named_straggler_ = s->rank;
-  } else if (!s->stands_out && named_straggler_ >= 0) {
-    std::printf(
-        "rank %d is no longer the straggler (last into %.0f%% of the last %lld steps' "
-        "collectives)\n",
-        named_straggler_,
-        100.0 * s->last_count[named_straggler_] / std::max<int64_t>(1, s->collectives),
-        static_cast<long long>(s->steps));
-    named_straggler_ = -1;
-  }
-  std::fflush(stdout);
+  if (!comm_) return;
+  if (w == Watch::Begin) return straggler_.begin_epoch(*comm_);
+  const std::string line = straggler_.step(*comm_, w == Watch::End);
+  if (rank_ == 0 && !line.empty()) std::printf("%s\n", line.c_str());
 }
 
 void Trainer::end_epoch(int64_t epoch, const EpochTally& t) {
@@ -174,7 +150,7 @@ EpochResult Trainer::epoch_result(int64_t epoch, const EpochTally& t) {
   r.optimizer_state_bytes = static_cast<int64_t>(step_->optimizer().state_bytes());
   r.world_size = world_;
   if (elastic_) r.generation = r.world_size_changes = elastic_->changes();
-  const parallel::StragglerScore& st = epoch_stragglers_;
+  const parallel::StragglerScore& st = straggler_.epoch();
   if (st.stands_out) {
     r.straggler_rank = st.rank;
     r.straggler_share = st.share;

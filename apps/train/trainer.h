@@ -94,11 +94,10 @@ class Trainer {
   // --on-rank-loss continue: where a regroup goes on from, kept at every step boundary; throws
   // parallel::Admission when the members admit newcomers there.
   void keep_boundary(int64_t epoch, int64_t batch_in_epoch);
-  // Every kStragglerSteps steps and at the epoch's end: the ranks score who made them wait
-  // (parallel/straggler.h); rank 0 names a rank that stands out, and says when it no longer does.
+  // The ranks score who made them wait (parallel/straggler.h); rank 0 names a rank that stands
+  // out, and says when it no longer does.
   enum class Watch { Begin, Step, End };  // of the epoch
   void watch_stragglers(Watch w);
-  static constexpr int64_t kStragglerSteps = 20;
   // An epoch that starts at batch `first` of `total`: a resumed one's loss so far.
   EpochTally begin_tally(int64_t first, int64_t total);
   EpochTally run_epoch(int64_t epoch);
@@ -144,9 +143,6 @@ class Trainer {
   std::vector<std::pair<int64_t, double>> epoch_acc_;  // --plot: (step, test accuracy)
   std::chrono::steady_clock::time_point run_start_;
   parallel::StragglerWatch straggler_;
-  parallel::StragglerScore epoch_stragglers_;   // the epoch's intervals added up
-  int64_t straggler_steps_ = 0;                 // since the last interval
-  int named_straggler_ = -1;                    // the rank rank 0 last named
   std::unique_ptr<parallel::Elastic> elastic_;  // --on-rank-loss continue
   parallel::StepBoundary boundary_;
   bool redo_epoch_end_ = false;  // a regroup came during the end of a run cut by --steps
