@@ -88,10 +88,10 @@ Entry Elastic::enter(const comm::InitOptions& opts, bool agent_store) {
     } catch (const comm::FencedError&) {  // it came too late for them: it asks, as a replacement
       return ask_to_join(*t, opts.connect);
     }
-    e.comm = std::move(e.regrouped->comm);
   }
-  e.rank = e.comm->rank();
-  e.world = e.comm->size();
+  const comm::Communicator& c = e.comm ? *e.comm : *e.regrouped->comm;
+  e.rank = c.rank();
+  e.world = c.size();
   e.elastic->started();
   return e;
 }

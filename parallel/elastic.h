@@ -60,7 +60,8 @@ class Elastic;
 
 // How a process enters a job under --on-rank-loss continue (Elastic::enter).
 struct Entry {
-  std::unique_ptr<comm::Communicator> comm;  // a member's; null for a newcomer or a job of one
+  // A member's (when regrouped: regrouped->comm); null for a newcomer or a job of one.
+  std::unique_ptr<comm::Communicator> comm;
   std::unique_ptr<Elastic> elastic;    // null for a job of one, or a newcomer whose job finished
   bool newcomer = false;               // it asked to join a running job (admitted: elastic set)
   int rank = 0, world = 1;             // a newcomer's: its launcher's, until admitted

@@ -219,10 +219,7 @@ void Trainer::enter_job() {
       parallel::Elastic::enter(init_options(c_), agent && std::string(agent) == "1");
   elastic_ = std::move(e.elastic);
   newcomer_ = e.newcomer;
-  if (e.regrouped) {
-    e.regrouped->comm = std::move(e.comm);
-    return start_without(std::move(*e.regrouped));
-  }
+  if (e.regrouped) return start_without(std::move(*e.regrouped));
   comm_ = std::move(e.comm);
   if (comm_) comm_->set_algo(comm::algo_from_name(c_.algo));
   rank_ = e.rank;

@@ -81,6 +81,19 @@ class RankLoss : public TrainTest {
     fs::remove(save);
     fs::remove(path("ck.safetensors"));
   }
+  // For each (rank, writes): the job started, that rank SIGKILLed after that many checkpoint
+  // writes, and the job ends on the undisturbed bytes.
+  void kill_at(const std::vector<std::pair<int, int>>& moments) {
+    for (const auto& [rank, writes] : moments) {
+      SCOPED_TRACE("rank " + std::to_string(rank) + " killed after write " +
+                   std::to_string(writes));
+      const std::string save = path("lost.safetensors");
+      Job job(launched(save));
+      reach(job, writes);
+      signal_rank(job, rank, SIGKILL);
+      expect_same_end(job, save);
+    }
+  }
   // Only `rank` was started again, and it was re-admitted (its replacement had the time).
   static void expect_only_replaced(const std::string& out, int rank) {
     const std::regex again("rank ([0-9]+) started again");
@@ -112,14 +125,7 @@ TEST_F(RankLoss, AKilledRankAtTwentyMomentsEndsOnTheUndisturbedBytes) {
   reference();
   std::vector<std::pair<int, int>> moments;
   for (int i = 0; i < 20; ++i) moments.emplace_back(i % 4, 1 + i / 2);
-  for (const auto& [rank, writes] : moments) {
-    SCOPED_TRACE("rank " + std::to_string(rank) + " killed after write " + std::to_string(writes));
-    const std::string save = path("lost.safetensors");
-    Job job(launched(save));
-    reach(job, writes);
-    signal_rank(job, rank, SIGKILL);
-    expect_same_end(job, save);
-  }
+  kill_at(moments);
 }
 
 // Long enough (30 epochs, 240 steps) for the replacement to start, ask and be re-admitted: the job
@@ -180,22 +186,21 @@ TEST_F(RankLoss, ARankLostBeforeTheFirstStepIsReplacedAndTheBytesStay) {
 TEST_F(RankLoss, UnderAccumulationTheStepInFlightIsRedoneWhole) {
   mode_ = "--world-invariant --accumulate 2";
   reference();
-  for (const auto& [rank, writes] : std::vector<std::pair<int, int>>{{1, 1}, {3, 2}}) {
-    SCOPED_TRACE("rank " + std::to_string(rank) + " killed after write " + std::to_string(writes));
-    const std::string save = path("accumulated.safetensors");
-    Job job(launched(save));
-    reach(job, writes);
-    signal_rank(job, rank, SIGKILL);
-    expect_same_end(job, save);
-  }
+  kill_at({{1, 1}, {3, 2}});
 }
 
+// Both found first, then killed back to back: at once, not one while the other regroups (a
+// member killed after it became a generation's closer is not covered: the others wait out
+// --timeout, docs/launchers.md).
 TEST_F(RankLoss, TwoRanksLostAtOnce) {
   const std::string save = path("two.safetensors");
   Job job(launched(save));
   reach(job, 2);
-  signal_rank(job, 1, SIGKILL);
-  signal_rank(job, 3, SIGKILL);
+  const pid_t one = find_rank(job.pid(), 1), three = find_rank(job.pid(), 3);
+  ASSERT_GT(one, 0);
+  ASSERT_GT(three, 0);
+  ASSERT_EQ(::kill(one, SIGKILL), 0);
+  ASSERT_EQ(::kill(three, SIGKILL), 0);
   expect_same_end(job, save);
   EXPECT_NE(job.output().find("continuing with 2 ranks"), std::string::npos) << job.output();
 }
